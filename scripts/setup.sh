@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what the demo and the tests need on a fresh Debian machine: the system
+# packages (as root, only those missing) and the npm dependencies (npm ci, only when
+# package-lock.json changed since the last install).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(iproute2 iputils-ping iptables containernetworking-plugins)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]} (run as root to install them)" >&2
+  else
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+stamp=node_modules/.cni-driver-lock
+if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+  echo "setup: npm ci" >&2
+  npm ci --no-audit --no-fund --loglevel=error >&2
+  cp package-lock.json "$stamp"
+fi
