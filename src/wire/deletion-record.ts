@@ -1,0 +1,55 @@
+/**
+ * The deletion queue: when the shim cannot reach the driver on DEL, it tears down
+ * what it can, records the rest here durably and exits 0 (a DEL must never wedge a
+ * pod); the driver replays every record at start, before it reports ready.
+ *
+ * One file per attachment, `<stateDir>/deletion-queue/<network>-<containerId>-<ifName>.json`,
+ * written by temp file + rename, so a record is either whole or absent and a repeated
+ * DEL of the same attachment rewrites the same record.
+ */
+export const DELETION_QUEUE_DIR = "deletion-queue";
+
+export interface DeletionRecord {
+  kind: "cniDriverDeletionV1";
+  /** The driver network ("" = the driver's default network at replay time). */
+  network: string;
+  containerId: string;
+  ifName: string;
+  netns: string;
+  cniArgs: Array<[string, string]>;
+  /** The runtime's stdin config, kept so the replay speaks the same CNI version. */
+  cniVersion: string;
+  queuedAtUnixMs: number;
+}
+
+export function deletionRecordFileName(
+  r: Pick<DeletionRecord, "network" | "containerId" | "ifName">,
+): string {
+  return `${r.network || "_default"}-${r.containerId}-${r.ifName}.json`;
+}
+
+export function parseDeletionRecord(text: string): DeletionRecord | undefined {
+  try {
+    const v = JSON.parse(text) as Partial<DeletionRecord>;
+    if (
+      v.kind !== "cniDriverDeletionV1" ||
+      typeof v.containerId !== "string" ||
+      typeof v.ifName !== "string"
+    )
+      return undefined;
+    return {
+      kind: v.kind,
+      network: typeof v.network === "string" ? v.network : "",
+      containerId: v.containerId,
+      ifName: v.ifName,
+      netns: typeof v.netns === "string" ? v.netns : "",
+      cniArgs: Array.isArray(v.cniArgs)
+        ? v.cniArgs.filter((p): p is [string, string] => Array.isArray(p) && p.length === 2)
+        : [],
+      cniVersion: typeof v.cniVersion === "string" ? v.cniVersion : "",
+      queuedAtUnixMs: typeof v.queuedAtUnixMs === "number" ? v.queuedAtUnixMs : 0,
+    };
+  } catch {
+    return undefined;
+  }
+}
