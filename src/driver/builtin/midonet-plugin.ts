@@ -1,0 +1,339 @@
+/**
+ * The built-in plugin `"type": "midonet"`: the pod's veth pair, addresses and routes,
+ * done in-process through src/plumbing, with IPAM delegated to the `ipam` section
+ * (host-local exec'd as the real binary, exactly as ptp or bridge would).
+ *
+ * Datapaths: "kernel" (default) puts the host end on a per-node Linux bridge that
+ * holds the gateway addresses, so pods reach each other, the gateway and the host;
+ * "midonet" leaves the host end up and unbridged for the MidoNet agent to bind.
+ */
+import { parseCniArgs, podIdentityFromArgs } from "../../cni/args.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
+import { cidrNetwork, formatIp, ipFamily, parseCidr, parseIp } from "../../cni/ip.js";
+import { convertResult, parseResult, toResult100 } from "../../cni/result.js";
+import type { IPConfig, Result100, Route } from "../../cni/types.js";
+import { requireSupportedVersion } from "../../cni/versions.js";
+import { hostVethName, podVethKey } from "../../midonet/host-veth-name.js";
+import { ensureBridge } from "../../plumbing/bridge.js";
+import { IpCommandError } from "../../plumbing/ip-batch.js";
+import { normalizeMac, randomMac } from "../../plumbing/mac.js";
+import {
+  createPodInterface,
+  deletePodInterface,
+  inspectPodInterface,
+  type PodRoute,
+} from "../../plumbing/pod-interface.js";
+import { DriverErrorCode } from "../error-codes.js";
+import type { BuiltinPlugin, PluginInvocation, RunPlugin } from "../plugin-runner.js";
+
+export const MIDONET_PLUGIN_TYPE = "midonet";
+export const DEFAULT_BRIDGE = "midokube-br0";
+export const DEFAULT_MTU = 1500;
+
+export type Datapath = "kernel" | "midonet";
+
+export interface MidonetPluginConfig {
+  datapath: Datapath;
+  bridge: string;
+  mtu: number;
+  ipam: Record<string, unknown> & { type: string };
+}
+
+/** Reads and checks the plugin's own keys; code 7 naming the key. */
+export function readMidonetConfig(conf: Record<string, unknown>): MidonetPluginConfig {
+  const bad = (key: string, why: string) =>
+    new CniError(ErrorCode.InvalidNetworkConfig, `midonet plugin: "${key}" ${why}`);
+  const datapath = conf.datapath ?? "kernel";
+  if (datapath !== "kernel" && datapath !== "midonet")
+    throw bad("datapath", `must be "kernel" or "midonet", not ${JSON.stringify(datapath)}`);
+  const bridge = conf.bridge ?? DEFAULT_BRIDGE;
+  if (typeof bridge !== "string" || !/^[A-Za-z0-9_.-]{1,15}$/.test(bridge)) {
+    throw bad(
+      "bridge",
+      `must be an interface name of 1-15 characters, not ${JSON.stringify(bridge)}`,
+    );
+  }
+  const mtu = conf.mtu ?? DEFAULT_MTU;
+  if (typeof mtu !== "number" || !Number.isInteger(mtu) || mtu < 576 || mtu > 65535) {
+    throw bad("mtu", `must be an integer from 576 to 65535, not ${JSON.stringify(mtu)}`);
+  }
+  const ipam = conf.ipam;
+  if (typeof ipam !== "object" || ipam === null || Array.isArray(ipam))
+    throw bad("ipam", "is required (an object)");
+  const ipamType = (ipam as Record<string, unknown>).type;
+  if (typeof ipamType !== "string" || ipamType === "" || ipamType.includes("/")) {
+    throw bad("ipam.type", `must be a plugin file name, not ${JSON.stringify(ipamType)}`);
+  }
+  return { datapath, bridge, mtu, ipam: ipam as MidonetPluginConfig["ipam"] };
+}
+
+export function createMidonetPlugin(): BuiltinPlugin {
+  // One bridge set-up per bridge+gateways, shared by concurrent ADDs; forgotten on failure.
+  const bridges = new Map<string, Promise<void>>();
+  const ensureBridgeOnce = (name: string, gateways: string[], mtu: number) => {
+    const key = `${name} ${gateways.join(",")}`;
+    let p = bridges.get(key);
+    if (!p) {
+      p = ensureBridge(name, gateways, mtu).catch((err) => {
+        bridges.delete(key);
+        throw err;
+      });
+      bridges.set(key, p);
+    }
+    return p;
+  };
+
+  return {
+    validate(conf) {
+      readMidonetConfig(conf);
+    },
+    async run(inv, delegate) {
+      const conf = readMidonetConfig(inv.config);
+      switch (inv.command) {
+        case "ADD":
+          return add(inv, conf, delegate, ensureBridgeOnce);
+        case "DEL":
+          await del(inv, conf, delegate);
+          return undefined;
+        case "CHECK":
+          await check(inv, conf, delegate);
+          return undefined;
+        case "STATUS":
+        case "GC":
+          // Nothing of our own to report or collect; IPAM gets the verb (libcni delegation).
+          await delegate({ ...inv, type: conf.ipam.type });
+          return undefined;
+        default:
+          throw new CniError(
+            ErrorCode.InvalidEnvironment,
+            `midonet plugin: unsupported command ${inv.command}`,
+          );
+      }
+    },
+  };
+}
+
+function hostNameFor(inv: PluginInvocation): string {
+  const pod = podIdentityFromArgs(parseCniArgs(inv.cniArgs ?? ""));
+  return hostVethName(podVethKey(pod, inv.containerId ?? "", inv.ifName ?? ""));
+}
+
+function containerMacFor(inv: PluginInvocation): string {
+  const rc = inv.config.runtimeConfig as Record<string, unknown> | undefined;
+  const requested =
+    (typeof rc?.mac === "string" ? rc.mac : undefined) ??
+    parseCniArgs(inv.cniArgs ?? "").find(([k]) => k === "MAC")?.[1];
+  if (requested === undefined) return randomMac();
+  const mac = normalizeMac(requested);
+  if (!mac)
+    throw new CniError(
+      ErrorCode.InvalidNetworkConfig,
+      `midonet plugin: invalid MAC address ${JSON.stringify(requested)}`,
+    );
+  return mac;
+}
+
+/** The gateway of an IPAM address: what IPAM said, else the network's first address. */
+function gatewayOf(ip: IPConfig): string {
+  if (ip.gateway) return ip.gateway;
+  const net = cidrNetwork(parseCidr(ip.address)!);
+  const bytes = Uint8Array.from(net.bytes);
+  bytes[bytes.length - 1] = (bytes[bytes.length - 1] as number) + 1;
+  return formatIp(bytes);
+}
+
+function defaultRoutes(ips: readonly IPConfig[]): Route[] {
+  const routes: Route[] = [];
+  for (const fam of [4, 6] as const) {
+    const ip = ips.find((i) => ipFamily(i.address) === fam);
+    if (ip) routes.push({ dst: fam === 4 ? "0.0.0.0/0" : "::/0", gw: gatewayOf(ip) });
+  }
+  return routes;
+}
+
+async function add(
+  inv: PluginInvocation,
+  conf: MidonetPluginConfig,
+  delegate: RunPlugin,
+  ensureBridgeOnce: (name: string, gateways: string[], mtu: number) => Promise<void>,
+): Promise<unknown> {
+  const { containerId, netns, ifName } = required(inv);
+  const cniVersion = requireSupportedVersion(inv.config.cniVersion);
+  const ipamOut = await delegate({ ...inv, type: conf.ipam.type });
+  try {
+    const ipam = toResult100(parseResult(ipamOut));
+    const ips = ipam.ips ?? [];
+    if (ips.length === 0) {
+      throw new CniError(
+        DriverErrorCode.IpamFailed,
+        `IPAM plugin ${conf.ipam.type} returned no IP addresses`,
+      );
+    }
+    const routes =
+      ipam.routes && ipam.routes.length > 0
+        ? ipam.routes.map((r) => ({ ...r, gw: r.gw ?? gatewayForFamily(ips, r.dst) }))
+        : defaultRoutes(ips);
+    const hostIfName = hostNameFor(inv);
+    const containerMac = containerMacFor(inv);
+    const hostMac = randomMac();
+    if (conf.datapath === "kernel") {
+      const gateways = ips.map((ip) => `${gatewayOf(ip)}/${parseCidr(ip.address)!.prefix}`);
+      await ensureBridgeOnce(conf.bridge, gateways, conf.mtu);
+    }
+    await createPodInterface(
+      {
+        netns,
+        ifName,
+        hostIfName,
+        mtu: conf.mtu,
+        containerMac,
+        hostMac,
+        addresses: ips.map((ip) => ({ cidr: ip.address })),
+        routes: routes.map((r): PodRoute => ({ dst: r.dst, gw: r.gw })),
+      },
+      conf.datapath === "kernel" ? { bridge: conf.bridge } : {},
+    );
+    const result: Result100 = {
+      cniVersion: "1.1.0",
+      interfaces: [
+        { name: hostIfName, mac: hostMac },
+        { name: ifName, mac: containerMac, sandbox: netns, mtu: conf.mtu },
+      ],
+      ips: ips.map((ip) => ({ address: ip.address, gateway: gatewayOf(ip), interface: 1 })),
+      routes,
+      ...(ipam.dns && Object.keys(ipam.dns).length > 0 ? { dns: ipam.dns } : {}),
+    };
+    return convertResult(result, cniVersion);
+  } catch (err) {
+    // Give the address back before answering: the runtime may never call DEL.
+    await delegate({ ...inv, type: conf.ipam.type, command: "DEL" }).catch(() => undefined);
+    throw plumbingError(err, `setting up ${ifName} in ${netns} for ${containerId}`);
+  }
+}
+
+function gatewayForFamily(ips: readonly IPConfig[], dst: string): string | undefined {
+  const fam = ipFamily(dst);
+  const ip = ips.find((i) => ipFamily(i.address) === fam);
+  return ip ? gatewayOf(ip) : undefined;
+}
+
+async function del(
+  inv: PluginInvocation,
+  conf: MidonetPluginConfig,
+  delegate: RunPlugin,
+): Promise<void> {
+  const ifName = inv.ifName ?? "";
+  // IPAM first (as ptp does): if it fails the runtime retries DEL with the link still known.
+  await delegate({ ...inv, type: conf.ipam.type });
+  const prev = prevResultOf(inv);
+  const hostIfName = hostNameFor(inv);
+  const hostMac = prev?.interfaces?.find((i) => i.name === hostIfName && !i.sandbox)?.mac;
+  try {
+    await deletePodInterface({ netns: inv.netns, ifName, hostIfName, hostMac });
+  } catch (err) {
+    throw plumbingError(err, `removing ${ifName} of ${inv.containerId}`);
+  }
+}
+
+async function check(
+  inv: PluginInvocation,
+  conf: MidonetPluginConfig,
+  delegate: RunPlugin,
+): Promise<void> {
+  const { netns, ifName } = required(inv);
+  const prev = prevResultOf(inv);
+  if (!prev)
+    throw new CniError(
+      ErrorCode.InvalidNetworkConfig,
+      "midonet plugin: CHECK needs prevResult, and none was given",
+    );
+  await delegate({ ...inv, type: conf.ipam.type });
+  const fail = (what: string) =>
+    new CniError(DriverErrorCode.CheckFailed, `CHECK ${ifName} in ${netns}: ${what}`);
+  const ifIndex = (prev.interfaces ?? []).findIndex((i) => i.name === ifName && i.sandbox);
+  const want = prev.interfaces?.[ifIndex];
+  if (!want) throw fail(`prevResult lists no interface ${ifName} with a sandbox`);
+  if (want.sandbox !== netns) throw fail(`prevResult has sandbox ${want.sandbox}, not ${netns}`);
+  const wantsV6 = (prev.ips ?? []).some((ip) => ipFamily(ip.address) === 6);
+  const state = await inspectPodInterface(netns, ifName, wantsV6).catch((err) => {
+    throw plumbingError(err, `inspecting ${ifName} in ${netns}`);
+  });
+  if (!state) throw fail("interface not found");
+  if (state.link.linkinfo?.info_kind !== "veth")
+    throw fail(`is a ${state.link.linkinfo?.info_kind ?? "device of unknown kind"}, not a veth`);
+  if (want.mac && state.link.address?.toLowerCase() !== want.mac.toLowerCase()) {
+    throw fail(`MAC is ${state.link.address}, expected ${want.mac}`);
+  }
+  if (want.mtu && state.link.mtu !== want.mtu)
+    throw fail(`MTU is ${state.link.mtu}, expected ${want.mtu}`);
+  for (const ip of prev.ips ?? []) {
+    if (ip.interface !== undefined && ip.interface !== ifIndex) continue;
+    const cidr = parseCidr(ip.address);
+    if (!cidr) throw fail(`prevResult address ${ip.address} is not a CIDR`);
+    const present = state.addresses.some((a) => {
+      const have = parseIp(a.local);
+      return have && a.prefixlen === cidr.prefix && formatIp(have) === formatIp(cidr.bytes);
+    });
+    if (!present) throw fail(`address ${ip.address} is missing`);
+    // The subnet route the kernel adds with the address.
+    const net = cidrNetwork(cidr);
+    const netText = `${formatIp(net.bytes)}/${net.prefix}`;
+    if (
+      !state.routes.some(
+        (r) => r.dst === netText || (net.prefix === 32 && r.dst === formatIp(net.bytes)),
+      )
+    ) {
+      throw fail(`no route to ${netText}`);
+    }
+  }
+  for (const route of prev.routes ?? []) {
+    const isDefault = route.dst === "0.0.0.0/0" || route.dst === "::/0";
+    const dstCidr = parseCidr(route.dst);
+    const found = state.routes.some((r) => {
+      if (
+        isDefault
+          ? r.dst !== "default"
+          : r.dst !== route.dst &&
+            !(dstCidr && canonicalRouteDst(r.dst) === canonicalRouteDst(route.dst))
+      )
+        return false;
+      if (isDefault && ipFamily(route.gw ?? route.dst) !== ipFamily(r.gateway ?? route.dst))
+        return false;
+      return !route.gw || r.gateway === route.gw;
+    });
+    if (!found) throw fail(`route ${route.dst}${route.gw ? ` via ${route.gw}` : ""} is missing`);
+  }
+}
+
+function canonicalRouteDst(dst: string): string {
+  const c = parseCidr(dst.includes("/") ? dst : `${dst}/${ipFamily(dst) === 6 ? 128 : 32}`);
+  return c ? `${formatIp(c.bytes)}/${c.prefix}` : dst;
+}
+
+function prevResultOf(inv: PluginInvocation): Result100 | undefined {
+  const prev = inv.config.prevResult;
+  if (prev === undefined || prev === null) return undefined;
+  return toResult100(parseResult(prev));
+}
+
+function required(inv: PluginInvocation): { containerId: string; netns: string; ifName: string } {
+  const { containerId, netns, ifName } = inv;
+  if (!containerId || !netns || !ifName) {
+    throw new CniError(
+      ErrorCode.InvalidEnvironment,
+      `midonet plugin: ${inv.command} needs a container id, netns and ifname`,
+    );
+  }
+  return { containerId, netns, ifName };
+}
+
+/** Linux failures get the driver's plumbing code and say which step failed. */
+function plumbingError(err: unknown, step: string): CniError {
+  if (err instanceof CniError) return err;
+  if (err instanceof IpCommandError)
+    return new CniError(DriverErrorCode.PlumbingFailed, `${step}: ${err.message}`);
+  return new CniError(
+    DriverErrorCode.PlumbingFailed,
+    `${step}: ${err instanceof Error ? err.message : String(err)}`,
+  );
+}

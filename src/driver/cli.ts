@@ -1,0 +1,209 @@
+#!/usr/bin/env node
+/**
+ * The `cni-driver` command: `serve` runs the node daemon; `add|del|check|status|gc`
+ * are a cnitool-like client of its socket (CNI result or CNI error JSON on stdout,
+ * exit 0/1); `version` prints the driver's version.
+ */
+import { parseCniArgs } from "../cni/args.js";
+import { CniError } from "../cni/errors.js";
+import type { KeyValue, WireCniError } from "../wire/types.js";
+import { DriverClient } from "./client.js";
+import { driverOptionsFromFlags, driverVersion, SERVE_FLAGS, startDriver } from "./daemon.js";
+import { type FlagSpec, parseFlags, UsageError, usage } from "./flags.js";
+
+const SOCKET_FLAG: FlagSpec = {
+  name: "socket",
+  default: "/run/cni-driver/driver.sock",
+  help: "the driver's gRPC socket",
+};
+const TIMEOUT_FLAG: FlagSpec = {
+  name: "timeout",
+  default: "120",
+  help: "seconds to wait for the answer",
+};
+
+const POD_FLAGS: readonly FlagSpec[] = [
+  SOCKET_FLAG,
+  { name: "netns", help: "the pod's netns path (CNI_NETNS)" },
+  { name: "container-id", help: "the sandbox id (CNI_CONTAINERID)" },
+  { name: "ifname", default: "eth0", help: "the interface name (CNI_IFNAME)" },
+  { name: "network", help: "the driver network (default: the driver's default)" },
+  { name: "pod-namespace", help: "the pod's namespace" },
+  { name: "pod-name", help: "the pod's name" },
+  { name: "pod-uid", help: "the pod's uid" },
+  { name: "cni-version", help: "the CNI version of the answer (default: the network's)" },
+  { name: "args", help: 'extra CNI_ARGS, "K=V;K=V"' },
+  {
+    name: "capabilities",
+    help: 'capability args as runtimeConfig JSON, e.g. {"portMappings":[…]}',
+  },
+  TIMEOUT_FLAG,
+];
+
+const STATUS_FLAGS: readonly FlagSpec[] = [
+  SOCKET_FLAG,
+  { name: "network", help: "the network to ask STATUS of" },
+  TIMEOUT_FLAG,
+];
+
+const GC_FLAGS: readonly FlagSpec[] = [
+  SOCKET_FLAG,
+  { name: "network", help: "the network to collect (default: the driver's default)" },
+  { name: "valid", multiple: true, help: "a valid attachment, ID/IFNAME (repeatable)" },
+  TIMEOUT_FLAG,
+];
+
+const COMMANDS = "serve | add | del | check | status | gc | version";
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "serve":
+      return serve(rest);
+    case "add":
+    case "del":
+    case "check":
+      return podCommand(command, rest);
+    case "status":
+      return status(rest);
+    case "gc":
+      return gc(rest);
+    case "version":
+    case "--version":
+      process.stdout.write(`${driverVersion()}\n`);
+      return 0;
+    default:
+      process.stderr.write(`usage: cni-driver ${COMMANDS}\n`);
+      return command === undefined || command === "help" || command === "--help" ? 0 : 2;
+  }
+}
+
+async function serve(argv: string[]): Promise<number> {
+  const opts = driverOptionsFromFlags(parseFlags(SERVE_FLAGS, argv));
+  const driver = await startDriver(opts);
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      driver.logger.info({ signal }, "stopping: not ready, draining in-flight calls");
+      process.off("SIGTERM", stop);
+      process.off("SIGINT", stop);
+      resolve();
+    };
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
+  });
+  await driver.stop();
+  driver.logger.info("stopped");
+  return 0;
+}
+
+function printCniError(e: WireCniError, cniVersion: string): void {
+  process.stdout.write(
+    `${JSON.stringify(new CniError(e.code, e.msg, e.details).toJSON(cniVersion || undefined), null, 4)}\n`,
+  );
+}
+
+async function podCommand(command: "add" | "del" | "check", argv: string[]): Promise<number> {
+  const f = parseFlags(POD_FLAGS, argv);
+  const s = (k: string) => (typeof f[k] === "string" ? (f[k] as string) : "");
+  for (const k of ["container-id", ...(command === "del" ? [] : ["netns"])]) {
+    if (!s(k)) throw new UsageError(`--${k} is required\n${usage(command, POD_FLAGS)}`);
+  }
+  const stdinConfig: Record<string, unknown> = {};
+  if (s("capabilities")) stdinConfig.runtimeConfig = JSON.parse(s("capabilities"));
+  const cniArgs: KeyValue[] = parseCniArgs(s("args")).map(([key, value]) => ({ key, value }));
+  const client = new DriverClient(s("socket"));
+  const timeoutMs = Number(s("timeout")) * 1000;
+  try {
+    const req = {
+      pod: { namespace: s("pod-namespace"), name: s("pod-name"), uid: s("pod-uid") },
+      container_id: s("container-id"),
+      netns: s("netns"),
+      ifname: s("ifname"),
+      network: s("network"),
+      cni_version: s("cni-version"),
+      cni_args: cniArgs,
+      capabilities: null,
+      stdin_config:
+        Object.keys(stdinConfig).length > 0
+          ? Buffer.from(JSON.stringify(stdinConfig))
+          : Buffer.alloc(0),
+    };
+    if (command === "add") {
+      const res = await client.setUpPod(req, { timeoutMs });
+      if (res.error && res.error.code !== 0) {
+        printCniError(res.error, res.cni_version);
+        return 1;
+      }
+      process.stdout.write(`${res.result_json}\n`);
+      return 0;
+    }
+    const res =
+      command === "del"
+        ? await client.tearDownPod(req, { timeoutMs })
+        : await client.checkPod(req, { timeoutMs });
+    if (res.error && res.error.code !== 0) {
+      printCniError(res.error, s("cni-version"));
+      return 1;
+    }
+    return 0;
+  } finally {
+    client.close();
+  }
+}
+
+async function status(argv: string[]): Promise<number> {
+  const f = parseFlags(STATUS_FLAGS, argv);
+  const client = new DriverClient(f.socket as string);
+  try {
+    const res = await client.cniStatus(
+      { network: (f.network as string) ?? "" },
+      { timeoutMs: Number(f.timeout) * 1000 },
+    );
+    process.stdout.write(`${JSON.stringify(res, null, 2)}\n`);
+    if (res.api_version === 0 && res.error) return 2; // the socket did not answer
+    return res.ready ? 0 : 1;
+  } finally {
+    client.close();
+  }
+}
+
+async function gc(argv: string[]): Promise<number> {
+  const f = parseFlags(GC_FLAGS, argv);
+  const valid = ((f.valid as string[] | undefined) ?? []).map((v) => {
+    const i = v.lastIndexOf("/");
+    if (i <= 0) throw new UsageError(`--valid takes ID/IFNAME, not ${JSON.stringify(v)}`);
+    return { container_id: v.slice(0, i), ifname: v.slice(i + 1) };
+  });
+  const client = new DriverClient(f.socket as string);
+  try {
+    const res = await client.garbageCollect(
+      { networks: [{ network: (f.network as string) ?? "", valid_attachments: valid }] },
+      { timeoutMs: Number(f.timeout) * 1000 },
+    );
+    if (res.errors.length > 0) {
+      for (const e of res.errors) printCniError(e, "");
+      return 1;
+    }
+    process.stderr.write(`removed ${res.removed_attachments} attachment(s)\n`);
+    return 0;
+  } finally {
+    client.close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`cni-driver: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    process.stderr.write(
+      `cni-driver: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exitCode = 1;
+  },
+);

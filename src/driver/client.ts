@@ -1,0 +1,131 @@
+/**
+ * A typed client of the driver's socket: what a kubelet or runtime integration
+ * imports to call the driver directly (the proposal's RemoteCNINetworkPlugin
+ * side), and what `cni-driver add|del|check|status|gc` stands on.
+ *
+ * Every method resolves to the response message; a transport failure (no
+ * driver, deadline) is turned into a CNI error in the response, mapped as the
+ * proto's header says: UNAVAILABLE/DEADLINE_EXCEEDED → 11, UNIMPLEMENTED → 1,
+ * anything else → 999.
+ */
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { ErrorCode } from "../cni/errors.js";
+import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
+import {
+  API_VERSION,
+  type CniStatusRequest,
+  type CniStatusResponse,
+  type ErrorOnlyResponse,
+  type GarbageCollectRequest,
+  type GarbageCollectResponse,
+  type PodRequest,
+  type PodResponse,
+  type WireCniError,
+} from "../wire/types.js";
+
+type Unary = (
+  req: unknown,
+  meta: grpc.Metadata,
+  opts: grpc.CallOptions,
+  cb: (err: grpc.ServiceError | null, res: unknown) => void,
+) => void;
+
+export interface CallOptions {
+  timeoutMs?: number;
+}
+
+export class DriverClient {
+  private readonly client: grpc.Client & Record<string, Unary>;
+
+  constructor(readonly socketPath: string) {
+    const def = protoLoader.loadSync(protoPath(), PROTO_LOADER_OPTIONS);
+    const pkg = grpc.loadPackageDefinition(def) as unknown as {
+      cnidriver: { v1: { CNIDriver: grpc.ServiceClientConstructor } };
+    };
+    this.client = new pkg.cnidriver.v1.CNIDriver(
+      `unix:${socketPath}`,
+      grpc.credentials.createInsecure(),
+    ) as never;
+  }
+
+  setUpPod(req: Partial<PodRequest>, o?: CallOptions): Promise<PodResponse> {
+    return this.call("SetUpPod", withVersion(req), o, (error) => ({
+      error,
+      cni_version: req.cni_version ?? "",
+      result_json: "",
+      result: null,
+    }));
+  }
+
+  tearDownPod(req: Partial<PodRequest>, o?: CallOptions): Promise<ErrorOnlyResponse> {
+    return this.call("TearDownPod", withVersion(req), o, (error) => ({ error }));
+  }
+
+  checkPod(req: Partial<PodRequest>, o?: CallOptions): Promise<ErrorOnlyResponse> {
+    return this.call("CheckPod", withVersion(req), o, (error) => ({ error }));
+  }
+
+  cniStatus(req: Partial<CniStatusRequest> = {}, o?: CallOptions): Promise<CniStatusResponse> {
+    return this.call("CniStatus", withVersion(req), o, (error) => ({
+      error,
+      ready: false,
+      not_ready_reasons: [error.msg],
+      config: null,
+      last_config_error: null,
+      supported_cni_versions: [],
+      driver_version: "",
+      attachments: 0,
+      api_version: 0,
+    }));
+  }
+
+  garbageCollect(
+    req: Partial<GarbageCollectRequest>,
+    o?: CallOptions,
+  ): Promise<GarbageCollectResponse> {
+    return this.call("GarbageCollect", withVersion(req), o, (error) => ({
+      error,
+      errors: [error],
+      removed_attachments: 0,
+    }));
+  }
+
+  close(): void {
+    this.client.close();
+  }
+
+  private call<T>(
+    method: string,
+    req: unknown,
+    o: CallOptions | undefined,
+    onTransportError: (e: WireCniError) => T,
+  ): Promise<T> {
+    return new Promise((resolve) => {
+      const deadline = new Date(Date.now() + (o?.timeoutMs ?? 120_000));
+      const fn = this.client[method] as Unary;
+      fn.call(this.client, req, new grpc.Metadata(), { deadline }, (err, res) => {
+        if (err) resolve(onTransportError(transportError(err, this.socketPath)));
+        else resolve(res as T);
+      });
+    });
+  }
+}
+
+function withVersion<T extends { api_version?: number }>(req: T): T {
+  return { ...req, api_version: req.api_version ?? API_VERSION };
+}
+
+export function transportError(err: grpc.ServiceError, socketPath: string): WireCniError {
+  const code =
+    err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED
+      ? ErrorCode.TryAgainLater
+      : err.code === grpc.status.UNIMPLEMENTED
+        ? ErrorCode.IncompatibleVersion
+        : ErrorCode.Internal;
+  return {
+    code,
+    msg: `cni-driver at ${socketPath}: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
+    details: `gRPC status ${grpc.status[err.code] ?? err.code}`,
+  };
+}

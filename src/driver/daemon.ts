@@ -1,0 +1,250 @@
+/**
+ * `cni-driver serve`: wires the config source, the executor, the gRPC server and
+ * the health endpoint together, recovers state at start, and shuts down cleanly.
+ *
+ * Ready means: a valid config is loaded, start-up recovery is done, and we are not
+ * shutting down. Until then SetUpPod answers code 11 and STATUS code 50.
+ */
+import { readFileSync } from "node:fs";
+import type pino from "pino";
+import { createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
+import { ConfigSource } from "./config-source.js";
+import { ChainExecutor } from "./executor.js";
+import type { FlagSpec, FlagValues } from "./flags.js";
+import { dialUnixSocket, startHealthServer } from "./health.js";
+import { AttachmentLocks } from "./locks.js";
+import { createLogger, type LogLevel } from "./logger.js";
+import { Metrics } from "./metrics.js";
+import { type BuiltinPlugin, createPluginRunner } from "./plugin-runner.js";
+import { recoverAtStart } from "./recovery.js";
+import { ResultCache } from "./result-cache.js";
+import { startGrpcServer } from "./server.js";
+import { AttachmentIndex, DriverService } from "./service.js";
+
+export const SERVE_FLAGS: readonly FlagSpec[] = [
+  { name: "socket", default: "/run/cni-driver/driver.sock", help: "the gRPC unix socket" },
+  { name: "config-dir", default: "/etc/cni-driver", help: "the mounted ConfigMap directory" },
+  { name: "state-dir", default: "/var/lib/cni-driver", help: "driver state: the deletion queue" },
+  {
+    name: "cache-dir",
+    default: "/var/lib/cni-driver",
+    help: "the result cache (libcni format, under results/)",
+  },
+  {
+    name: "cni-bin-dir",
+    default: "/opt/cni/bin:/usr/lib/cni",
+    help: "where delegated plugins are found (colon-separated)",
+  },
+  {
+    name: "host-local-data-dir",
+    default: "/var/lib/cni/networks",
+    help: "host-local's dataDir for networks that set none",
+  },
+  {
+    name: "pod-cidr",
+    help: "the node's pod CIDR(s), comma-separated (fills usePodCidr / usePodCidrIPv6)",
+  },
+  { name: "node-name", help: "this node's name" },
+  {
+    name: "health-addr",
+    default: "127.0.0.1:9767",
+    help: 'health and metrics HTTP address ("" disables)',
+  },
+  { name: "log-level", default: "info", help: "trace|debug|info|warn|error|fatal|silent" },
+  {
+    name: "plugin-timeout",
+    default: "60",
+    help: "seconds a delegated plugin may run before it is killed",
+  },
+  { name: "max-concurrent", default: "64", help: "calls running at once across attachments" },
+  {
+    name: "drain-timeout",
+    default: "20",
+    help: "seconds to let in-flight calls finish on SIGTERM",
+  },
+];
+
+export interface DriverOptions {
+  socket: string;
+  configDir: string;
+  stateDir: string;
+  cacheDir: string;
+  binDirs: string[];
+  hostLocalDataDir: string;
+  podCidrs: { v4?: string; v6?: string };
+  nodeName?: string;
+  healthAddr: string;
+  logLevel: LogLevel;
+  pluginTimeoutMs: number;
+  maxConcurrent: number;
+  drainTimeoutMs: number;
+}
+
+export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
+  const str = (k: string) => (typeof v[k] === "string" ? (v[k] as string) : "");
+  const num = (k: string) => {
+    const n = Number(str(k));
+    if (!Number.isFinite(n) || n <= 0)
+      throw new Error(`--${k} must be a positive number, not ${JSON.stringify(str(k))}`);
+    return n;
+  };
+  const podCidrs: { v4?: string; v6?: string } = {};
+  for (const c of str("pod-cidr")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    if (c.includes(":")) podCidrs.v6 = c;
+    else podCidrs.v4 = c;
+  }
+  return {
+    socket: str("socket"),
+    configDir: str("config-dir"),
+    stateDir: str("state-dir"),
+    cacheDir: str("cache-dir"),
+    binDirs: str("cni-bin-dir").split(":").filter(Boolean),
+    hostLocalDataDir: str("host-local-data-dir"),
+    podCidrs,
+    nodeName: str("node-name") || undefined,
+    healthAddr: str("health-addr"),
+    logLevel: str("log-level") as LogLevel,
+    pluginTimeoutMs: num("plugin-timeout") * 1000,
+    maxConcurrent: Math.floor(num("max-concurrent")),
+    drainTimeoutMs: num("drain-timeout") * 1000,
+  };
+}
+
+export function driverVersion(): string {
+  try {
+    const pkg = JSON.parse(
+      readFileSync(new URL("../../../package.json", import.meta.url), "utf8"),
+    ) as { version?: string };
+    return pkg.version ?? "0.0.0";
+  } catch {
+    const pkg = JSON.parse(
+      readFileSync(new URL("../../package.json", import.meta.url), "utf8"),
+    ) as { version?: string };
+    return pkg.version ?? "0.0.0";
+  }
+}
+
+export interface RunningDriver {
+  service: DriverService;
+  healthAddress: string;
+  logger: pino.Logger;
+  /** Not ready, drain in-flight calls (bounded), stop everything. */
+  stop(): Promise<void>;
+}
+
+export async function startDriver(
+  opts: DriverOptions,
+  logger = createLogger({ level: opts.logLevel, name: "cni-driver" }),
+): Promise<RunningDriver> {
+  const metrics = new Metrics();
+  const builtins = new Map<string, BuiltinPlugin>([[MIDONET_PLUGIN_TYPE, createMidonetPlugin()]]);
+  const config = new ConfigSource({
+    dir: opts.configDir,
+    binDirs: opts.binDirs,
+    podCidrs: opts.podCidrs,
+    hostLocalDataDir: opts.hostLocalDataDir,
+    builtins: new Map(
+      [...builtins].map(([k, b]) => [k, (c: Record<string, unknown>) => b.validate(c)]),
+    ),
+    logger,
+  });
+  config.on("reload", (cfg) => {
+    metrics.configReloaded(true);
+    metrics.setConfigGeneration(cfg.generation);
+    logger.info(
+      { generation: cfg.generation, networks: [...cfg.networks.keys()], hash: cfg.contentHash },
+      "config loaded",
+    );
+  });
+  config.on("error", (e) => {
+    metrics.configReloaded(false);
+    logger.error(
+      { source: e.source, err: e.message },
+      "config rejected; keeping the last good config",
+    );
+  });
+
+  const cache = new ResultCache(opts.cacheDir);
+  const runPlugin = createPluginRunner({
+    binDirs: opts.binDirs,
+    timeoutMs: opts.pluginTimeoutMs,
+    builtins,
+  });
+  const executor = new ChainExecutor(cache, runPlugin, logger);
+  const locks = new AttachmentLocks({ maxConcurrent: opts.maxConcurrent });
+  const attachments = new AttachmentIndex((n) => metrics.setAttachments(n));
+
+  let recovered = false;
+  let shuttingDown = false;
+  const notReadyReasons = (): string[] => {
+    const reasons: string[] = [];
+    if (shuttingDown) reasons.push("shutting down");
+    if (!config.current())
+      reasons.push(
+        `no valid network configuration: ${config.lastError()?.message ?? "not loaded yet"}`,
+      );
+    if (!recovered) reasons.push("start-up recovery in progress");
+    return reasons;
+  };
+
+  const service = new DriverService({
+    config,
+    executor,
+    locks,
+    metrics,
+    logger,
+    driverVersion: driverVersion(),
+    notReadyReasons,
+    attachments,
+  });
+
+  await config.start();
+  const grpcServer = await startGrpcServer(opts.socket, service);
+  const health = await startHealthServer(opts.healthAddr, {
+    live: () => dialUnixSocket(opts.socket, 1000),
+    ready: () => {
+      const reasons = notReadyReasons();
+      metrics.setReady(reasons.length === 0);
+      return { ok: reasons.length === 0, reasons };
+    },
+    metrics: () => metrics.render(),
+  });
+
+  // Serving starts before recovery ends so that DELs are never refused; ADDs wait on readiness.
+  await recoverAtStart({
+    cache,
+    executor,
+    config,
+    locks,
+    attachments,
+    stateDir: opts.stateDir,
+    logger,
+  });
+  recovered = true;
+  metrics.setReady(notReadyReasons().length === 0);
+  logger.info(
+    { socket: opts.socket, health: health.address, attachments: attachments.size },
+    "cni-driver serving",
+  );
+
+  return {
+    service,
+    healthAddress: health.address,
+    logger,
+    async stop() {
+      shuttingDown = true;
+      metrics.setReady(false);
+      const closing = grpcServer.close();
+      const drained = await locks.drain(opts.drainTimeoutMs);
+      if (!drained) logger.warn({ inFlight: locks.inFlight }, "drain timed out; closing anyway");
+      const timer = setTimeout(() => grpcServer.forceClose(), 1000);
+      await closing;
+      clearTimeout(timer);
+      await health.close();
+      await config.close();
+    },
+  };
+}

@@ -1,0 +1,314 @@
+/**
+ * The chain executor: libcni's list semantics (AddNetworkList, DelNetworkList,
+ * CheckNetworkList, GCNetworkList, GetStatusNetworkList), re-implemented over a
+ * RunPlugin that runs built-in plugins in-process and execs the rest.
+ *
+ * One deliberate difference from libcni: an ADD that fails part-way undoes what
+ * it did (DEL of the plugins that ran, newest first) before the error goes back,
+ * so no address or link is left waiting for a DEL the runtime may never send.
+ */
+import type { CniArgPair } from "../cni/args.js";
+import { formatCniArgs } from "../cni/args.js";
+import { type NetworkConfigList, parseNetworkConfigList } from "../cni/conflist.js";
+import { CniError, ErrorCode } from "../cni/errors.js";
+import { buildPluginStdin } from "../cni/plugin-config.js";
+import { convertResult, parseResult } from "../cni/result.js";
+import type { AnyResult } from "../cni/types.js";
+import { versionAtLeast } from "../cni/versions.js";
+import type { RunPlugin } from "./plugin-runner.js";
+import type { ResultCache } from "./result-cache.js";
+
+/** What libcni calls the RuntimeConf: one attachment's arguments. */
+export interface AttachmentArgs {
+  containerId: string;
+  netns: string;
+  ifName: string;
+  cniArgs: CniArgPair[];
+  capabilityArgs: Record<string, unknown>;
+  /** `args` of the runtime's config (e.g. args.cni.ips), passed to every plugin. */
+  extraArgs?: Record<string, unknown>;
+}
+
+export interface ValidAttachment {
+  containerId: string;
+  ifName: string;
+}
+
+export interface ExecutorLogger {
+  warn(obj: object, msg: string): void;
+}
+
+export class ChainExecutor {
+  constructor(
+    private readonly cache: ResultCache,
+    private readonly runPlugin: RunPlugin,
+    private readonly log?: ExecutorLogger,
+  ) {}
+
+  /** ADD: plugins in order, each given the previous result; the cache is written only on success. */
+  async add(list: NetworkConfigList, att: AttachmentArgs): Promise<AnyResult> {
+    let result: AnyResult | undefined;
+    let ran = 0;
+    try {
+      for (let i = 0; i < list.plugins.length; i++) {
+        ran = i + 1;
+        const out = await this.invoke(list, i, "ADD", att, result);
+        if (out === undefined) {
+          throw new CniError(
+            ErrorCode.DecodingFailure,
+            `plugin ${describe(list, i)} printed no result on ADD`,
+          );
+        }
+        result = convertResult(parseResult(out, list.cniVersion), list.cniVersion);
+      }
+      if (!result)
+        throw new CniError(ErrorCode.InvalidNetworkConfig, `network ${list.name} has no plugins`);
+      await this.cache.write({
+        containerId: att.containerId,
+        config: list.bytes,
+        ifName: att.ifName,
+        networkName: list.name,
+        netns: att.netns,
+        cniArgs: att.cniArgs,
+        capabilityArgs: att.capabilityArgs,
+        result,
+      });
+      return result;
+    } catch (err) {
+      const cause = CniError.from(err);
+      const undo = await this.undo(list, att, ran, result);
+      throw undo.length === 0
+        ? cause
+        : new CniError(
+            cause.code,
+            cause.message,
+            [cause.details, `undo: ${undo.join("; ")}`].filter(Boolean).join("; "),
+          );
+    }
+  }
+
+  /** Tears down the plugins that ran, newest first; returns the errors (the original failure wins). */
+  private async undo(
+    list: NetworkConfigList,
+    att: AttachmentArgs,
+    ran: number,
+    lastGood: AnyResult | undefined,
+  ): Promise<string[]> {
+    const errors: string[] = [];
+    const prev = versionAtLeast(list.cniVersion, "0.4.0") ? lastGood : undefined;
+    for (let i = ran - 1; i >= 0; i--) {
+      try {
+        await this.invoke(list, i, "DEL", att, prev);
+      } catch (err) {
+        errors.push(`${describe(list, i)}: ${CniError.from(err).message}`);
+      }
+    }
+    if (errors.length > 0)
+      this.log?.warn(
+        { network: list.name, containerId: att.containerId, errors },
+        "undo after failed ADD left errors",
+      );
+    return errors;
+  }
+
+  /**
+   * DEL: plugins in reverse, each given the cached result (≥ 0.4.0). The cached
+   * config wins over `current`: an attachment is torn down as it was set up, even
+   * after the ConfigMap changed. The cache goes only once every plugin succeeded.
+   */
+  async del(
+    current: NetworkConfigList | undefined,
+    networkName: string,
+    att: AttachmentArgs,
+  ): Promise<void> {
+    const cached = await this.cache.read(networkName, att.containerId, att.ifName);
+    let list = current;
+    if (cached?.config && cached.config.length > 0) {
+      try {
+        list = parseNetworkConfigList(cached.config);
+      } catch (err) {
+        this.log?.warn(
+          { network: networkName, containerId: att.containerId, err: String(err) },
+          "cached config unreadable; using the current one",
+        );
+      }
+    }
+    if (!list) {
+      if (!cached) return; // Nothing was set up that we know of, and no config to run: nothing to do.
+      throw new CniError(
+        ErrorCode.InvalidNetworkConfig,
+        `network ${networkName} is not configured and its cached config is unreadable`,
+      );
+    }
+    const prev = versionAtLeast(list.cniVersion, "0.4.0")
+      ? this.cachedResultIn(cached?.result, list, att)
+      : undefined;
+    for (let i = list.plugins.length - 1; i >= 0; i--) {
+      await this.invoke(list, i, "DEL", att, prev);
+    }
+    await this.cache.remove(networkName, att.containerId, att.ifName);
+  }
+
+  /** CHECK: needs ≥ 0.4.0 and a cached result; plugins in order. */
+  async check(list: NetworkConfigList, att: AttachmentArgs): Promise<void> {
+    if (!versionAtLeast(list.cniVersion, "0.4.0")) {
+      throw new CniError(
+        ErrorCode.IncompatibleVersion,
+        `configuration version "${list.cniVersion}" does not support the CHECK command`,
+      );
+    }
+    if (list.disableCheck) return;
+    const cached = await this.cache.read(list.name, att.containerId, att.ifName);
+    const prev = this.cachedResultIn(cached?.result, list, att);
+    if (!prev) {
+      throw new CniError(
+        ErrorCode.UnknownContainer,
+        `could not retrieve cached result for network "${list.name}", container ${att.containerId}, interface ${att.ifName}`,
+      );
+    }
+    for (let i = 0; i < list.plugins.length; i++) {
+      await this.invoke(list, i, "CHECK", att, prev);
+    }
+  }
+
+  /**
+   * GC: every cached attachment of this network that is not valid gets a full DEL
+   * (from its cached netns, args and capability args); then, from 1.1.0, GC to each
+   * plugin. Keeps going after errors and returns them all.
+   */
+  async gc(
+    list: NetworkConfigList,
+    valid: readonly ValidAttachment[],
+  ): Promise<{ removed: number; removedAttachments: ValidAttachment[]; errors: CniError[] }> {
+    if (list.disableGC) return { removed: 0, removedAttachments: [], errors: [] };
+    const keep = new Set(valid.map((v) => `${v.containerId}\u0000${v.ifName}`));
+    const errors: CniError[] = [];
+    const removedAttachments: ValidAttachment[] = [];
+    for (const entry of await this.cache.list()) {
+      if (entry.networkName !== list.name || keep.has(`${entry.containerId}\u0000${entry.ifName}`))
+        continue;
+      try {
+        await this.del(list, list.name, {
+          containerId: entry.containerId,
+          netns: entry.netns ?? "",
+          ifName: entry.ifName,
+          cniArgs: entry.cniArgs ?? [],
+          capabilityArgs: entry.capabilityArgs ?? {},
+        });
+        removedAttachments.push({ containerId: entry.containerId, ifName: entry.ifName });
+      } catch (err) {
+        const e = CniError.from(err);
+        errors.push(
+          new CniError(
+            e.code,
+            `failed to delete stale attachment ${entry.containerId} ${entry.ifName}: ${e.message}`,
+            e.details,
+          ),
+        );
+      }
+    }
+    if (versionAtLeast(list.cniVersion, "1.1.0")) {
+      const validJson = valid.map((v) => ({ containerID: v.containerId, ifname: v.ifName }));
+      for (let i = 0; i < list.plugins.length; i++) {
+        const plugin = list.plugins[i]!;
+        try {
+          await this.runPlugin({
+            type: plugin.type,
+            command: "GC",
+            config: {
+              ...plugin.raw,
+              name: list.name,
+              cniVersion: list.cniVersion,
+              "cni.dev/valid-attachments": validJson,
+            },
+          });
+        } catch (err) {
+          const e = CniError.from(err);
+          errors.push(
+            new CniError(
+              e.code,
+              `failed to GC plugin ${describe(list, i)}: ${e.message}`,
+              e.details,
+            ),
+          );
+        }
+      }
+    }
+    return { removed: removedAttachments.length, removedAttachments, errors };
+  }
+
+  /** STATUS: nothing to ask below 1.1.0; otherwise each plugin in order, first error wins. */
+  async status(list: NetworkConfigList): Promise<void> {
+    if (!versionAtLeast(list.cniVersion, "1.1.0")) return;
+    for (let i = 0; i < list.plugins.length; i++) {
+      const plugin = list.plugins[i]!;
+      await this.runPlugin({
+        type: plugin.type,
+        command: "STATUS",
+        config: { ...plugin.raw, name: list.name, cniVersion: list.cniVersion },
+      });
+    }
+  }
+
+  private cachedResultIn(
+    raw: unknown,
+    list: NetworkConfigList,
+    att: AttachmentArgs,
+  ): AnyResult | undefined {
+    if (raw === undefined || raw === null) return undefined;
+    try {
+      return convertResult(parseResult(raw, list.cniVersion), list.cniVersion);
+    } catch (err) {
+      // libcni deletes a cache it cannot use and goes on without it.
+      this.log?.warn(
+        { network: list.name, containerId: att.containerId, err: String(err) },
+        "cached result unusable; removing it",
+      );
+      this.cache.remove(list.name, att.containerId, att.ifName).catch(() => {});
+      return undefined;
+    }
+  }
+
+  private async invoke(
+    list: NetworkConfigList,
+    index: number,
+    command: "ADD" | "DEL" | "CHECK",
+    att: AttachmentArgs,
+    prevResult: AnyResult | undefined,
+  ): Promise<unknown> {
+    const plugin = list.plugins[index]!;
+    const config = JSON.parse(
+      buildPluginStdin({
+        list,
+        pluginIndex: index,
+        prevResult,
+        capabilityArgs: att.capabilityArgs,
+      }),
+    ) as Record<string, unknown>;
+    if (att.extraArgs && config.args === undefined) config.args = att.extraArgs;
+    try {
+      return await this.runPlugin({
+        type: plugin.type,
+        command,
+        containerId: att.containerId,
+        netns: att.netns,
+        ifName: att.ifName,
+        cniArgs: formatCniArgs(att.cniArgs),
+        config,
+      });
+    } catch (err) {
+      const e = CniError.from(err);
+      // Name the step, keep the plugin's code (libcni: "plugin X failed (add): …").
+      throw new CniError(
+        e.code,
+        `plugin ${describe(list, index)} failed (${command.toLowerCase()}): ${e.message}`,
+        e.details,
+      );
+    }
+  }
+}
+
+function describe(list: NetworkConfigList, index: number): string {
+  const p = list.plugins[index];
+  return `type="${p?.type}"${list.plugins.length > 1 ? ` (#${index + 1} of network "${list.name}")` : ` (network "${list.name}")`}`;
+}

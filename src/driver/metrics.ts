@@ -1,0 +1,169 @@
+/**
+ * The driver's metrics: a small fixed registry rendered in the Prometheus text
+ * exposition format 0.0.4. The set of series is known in advance, so a general client
+ * library would only add weight to a daemon that runs on every node.
+ */
+
+import { ErrorCode } from "../cni/errors.js";
+
+/** Upper bounds of the call-latency histogram, in seconds: 1 ms to 60 s. */
+export const DURATION_BUCKETS: readonly number[] = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+];
+
+export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
+type Labels = Readonly<Record<string, string>>;
+
+interface HistogramSeries {
+  /** Cumulative: counts[i] is the number of observations <= DURATION_BUCKETS[i]. */
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
+/** Label values escape backslash, double quote and newline (exposition format spec). */
+export function escapeLabelValue(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+/** HELP text escapes backslash and newline only. */
+function escapeHelp(text: string): string {
+  return text.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
+}
+
+/** Sample values as Go's strconv.FormatFloat(v, 'g', -1, 64) spells the special ones. */
+export function formatValue(v: number): string {
+  if (Number.isNaN(v)) return "NaN";
+  if (v === Number.POSITIVE_INFINITY) return "+Inf";
+  if (v === Number.NEGATIVE_INFINITY) return "-Inf";
+  return String(v);
+}
+
+function renderLabels(labels: Labels): string {
+  const parts = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
+  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
+}
+
+/** A map key for a label set; NUL cannot appear in a verb or a code. */
+function keyOf(values: readonly string[]): string {
+  return values.join("\u0000");
+}
+
+/** Series of one family, rendered in key order so a scrape's output is stable. */
+function sortedEntries<T>(m: Map<string, T>): [string, T][] {
+  return [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+export class Metrics {
+  private readonly calls = new Map<string, { labels: Labels; value: number }>();
+  private readonly errors = new Map<string, { labels: Labels; value: number }>();
+  private readonly durations = new Map<string, { labels: Labels; h: HistogramSeries }>();
+  private attachments = 0;
+  private reloads = 0;
+  private reloadErrors = 0;
+  private generation = 0;
+  private ready = false;
+
+  /** Counts one served call and observes its latency; failures are also counted by code. */
+  recordCall(verb: string, outcome: "ok" | "error", durationSeconds: number, code?: number): void {
+    const callKey = keyOf([verb, outcome]);
+    const c = this.calls.get(callKey) ?? { labels: { verb, outcome }, value: 0 };
+    c.value += 1;
+    this.calls.set(callKey, c);
+
+    // A clock step can yield a negative or NaN duration; it still counts, as zero.
+    const d = Number.isFinite(durationSeconds) && durationSeconds > 0 ? durationSeconds : 0;
+    const hKey = keyOf([verb]);
+    const series = this.durations.get(hKey) ?? {
+      labels: { verb },
+      h: { counts: DURATION_BUCKETS.map(() => 0), sum: 0, count: 0 },
+    };
+    DURATION_BUCKETS.forEach((le, i) => {
+      if (d <= le) series.h.counts[i] = (series.h.counts[i] ?? 0) + 1;
+    });
+    series.h.sum += d;
+    series.h.count += 1;
+    this.durations.set(hKey, series);
+
+    if (outcome === "error") {
+      // An error without a CNI code is Go's catch-all, 999.
+      const codeLabel = String(code ?? ErrorCode.Internal);
+      const eKey = keyOf([verb, codeLabel]);
+      const e = this.errors.get(eKey) ?? { labels: { verb, code: codeLabel }, value: 0 };
+      e.value += 1;
+      this.errors.set(eKey, e);
+    }
+  }
+
+  setAttachments(n: number): void {
+    this.attachments = n;
+  }
+
+  /** One config reload attempt: every attempt counts, a failed one also as an error. */
+  configReloaded(ok: boolean): void {
+    this.reloads += 1;
+    if (!ok) this.reloadErrors += 1;
+  }
+
+  setConfigGeneration(n: number): void {
+    this.generation = n;
+  }
+
+  setReady(ready: boolean): void {
+    this.ready = ready;
+  }
+
+  /** The whole registry in text format 0.0.4, ending with a newline. */
+  render(): string {
+    const out: string[] = [];
+    const family = (name: string, type: string, help: string): void => {
+      out.push(`# HELP ${name} ${escapeHelp(help)}`, `# TYPE ${name} ${type}`);
+    };
+    const sample = (name: string, labels: Labels, value: number): void => {
+      out.push(`${name}${renderLabels(labels)} ${formatValue(value)}`);
+    };
+
+    family("cni_driver_calls_total", "counter", "CNI calls served, by verb and outcome.");
+    for (const [, c] of sortedEntries(this.calls)) {
+      sample("cni_driver_calls_total", c.labels, c.value);
+    }
+
+    family("cni_driver_call_errors_total", "counter", "Failed CNI calls, by verb and CNI code.");
+    for (const [, e] of sortedEntries(this.errors)) {
+      sample("cni_driver_call_errors_total", e.labels, e.value);
+    }
+
+    const hist = "cni_driver_call_duration_seconds";
+    family(hist, "histogram", "Latency of CNI calls, by verb.");
+    for (const [, { labels, h }] of sortedEntries(this.durations)) {
+      DURATION_BUCKETS.forEach((le, i) => {
+        sample(`${hist}_bucket`, { ...labels, le: formatValue(le) }, h.counts[i] ?? 0);
+      });
+      sample(`${hist}_bucket`, { ...labels, le: "+Inf" }, h.count);
+      sample(`${hist}_sum`, labels, h.sum);
+      sample(`${hist}_count`, labels, h.count);
+    }
+
+    family("cni_driver_attachments", "gauge", "Pod attachments the driver currently holds.");
+    sample("cni_driver_attachments", {}, this.attachments);
+
+    family("cni_driver_config_reloads_total", "counter", "Network configuration reload attempts.");
+    sample("cni_driver_config_reloads_total", {}, this.reloads);
+
+    family(
+      "cni_driver_config_reload_errors_total",
+      "counter",
+      "Configuration reloads rejected; the last good configuration stays in use.",
+    );
+    sample("cni_driver_config_reload_errors_total", {}, this.reloadErrors);
+
+    family("cni_driver_config_generation", "gauge", "Generation of the configuration in use.");
+    sample("cni_driver_config_generation", {}, this.generation);
+
+    family("cni_driver_ready", "gauge", "1 when the driver is ready to serve calls, else 0.");
+    sample("cni_driver_ready", {}, this.ready ? 1 : 0);
+
+    return `${out.join("\n")}\n`;
+  }
+}

@@ -1,0 +1,413 @@
+/**
+ * The driver's configuration as data: the keys of the `--config-dir` ConfigMap
+ * in, a validated DriverConfig out. Pure: the caller reads the files and says
+ * which plugins exist; nothing here touches the disk.
+ *
+ * Validation is complete on purpose: whatever would make the first pod fail
+ * (a plugin that is not installed, a subnet host-local would refuse, a pod CIDR
+ * the node does not have) fails the load instead, so a bad ConfigMap update is
+ * rejected while the last good configuration keeps serving.
+ */
+
+import { createHash } from "node:crypto";
+import { isDeepStrictEqual } from "node:util";
+import {
+  type NetworkConfigList,
+  type PluginConfig,
+  parseNetworkConfigList,
+} from "../cni/conflist.js";
+import { CniError, ErrorCode } from "../cni/errors.js";
+import { utf8Bytes, utf8Text } from "../cni/go-json.js";
+import {
+  cidrContains,
+  cidrHasHostBits,
+  cidrNetwork,
+  formatCidr,
+  formatIp,
+  type ParsedCidr,
+  type ParsedIp,
+  parseCidr,
+  parseIp,
+} from "../cni/ip.js";
+import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
+
+/** The optional `driver.json` key. */
+export const DRIVER_SETTINGS_KEY = "driver.json";
+/** Keys with this suffix are networks. */
+export const CONFLIST_SUFFIX = ".conflist";
+
+export interface DriverSettings {
+  /** The network used when a call names none; default: the first conflist by key name. */
+  defaultNetwork?: string;
+  /** Other driver.json keys pass through for the modules that read them. */
+  [k: string]: unknown;
+}
+
+export interface DriverConfig {
+  /** Keyed by the conflist's `name`. */
+  networks: ReadonlyMap<string, NetworkConfigList>;
+  defaultNetwork: string;
+  /** Parsed driver.json ({} when absent). */
+  settings: DriverSettings;
+  /** Where it was read from, e.g. the config dir path. */
+  source: string;
+  /** sha256 hex over the sorted key names and their bytes (see contentHash). */
+  contentHash: string;
+  /** Set by the ConfigSource: 1, 2, … */
+  generation: number;
+  loadedAt: Date;
+}
+
+export type BuiltinValidator = (pluginConf: Record<string, unknown>) => void;
+
+export interface LoadOptions {
+  source: string;
+  /** The node's pod CIDRs, for the `usePodCidr` template. */
+  podCidrs?: PodCidrs;
+  /** Is an executable `type` in the bin dirs (or a built-in). */
+  pluginExists: (type: string) => boolean;
+  /** Built-in plugin validators; each throws a CniError (code 7) naming the offending key. */
+  builtins?: ReadonlyMap<string, BuiltinValidator>;
+  /** host-local's `dataDir` for networks that set none (`--host-local-data-dir`). */
+  hostLocalDataDir?: string;
+  /** The dirs `pluginExists` searches; only named in the message for a missing plugin. */
+  binDirs?: readonly string[];
+}
+
+type JsonObject = Record<string, unknown>;
+
+const isObject = (v: unknown): v is JsonObject =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * sha256 over every key, in sorted order, each as `name NUL length NUL bytes`:
+ * the length framing keeps two different key sets from hashing alike. Ignored
+ * keys count too, so equal hashes mean the same ConfigMap data on every node
+ * (before the per-node pod CIDRs are filled in).
+ */
+export function contentHash(files: ReadonlyMap<string, Uint8Array>): string {
+  const h = createHash("sha256");
+  for (const key of [...files.keys()].sort()) {
+    const bytes = files.get(key) as Uint8Array;
+    h.update(`${key}\u0000${bytes.length}\u0000`);
+    h.update(bytes);
+  }
+  return h.digest("hex");
+}
+
+/**
+ * Builds the driver's configuration from the volume's keys:
+ *
+ * - `*.conflist`: one network each, keyed by its `name` (two with the same name
+ *   are an error); at least one is required;
+ * - `driver.json` (optional): a JSON object; `defaultNetwork` must name one of
+ *   the networks, else the default is the first conflist by key name;
+ * - any other key is ignored, so a ConfigMap may carry notes or files for
+ *   other consumers beside the networks.
+ *
+ * Each conflist has its `usePodCidr` templates filled first and is then parsed
+ * from the re-serialised bytes, so `bytes` (what the result cache stores) is
+ * the config the chain actually runs. Every plugin `type` must be a built-in or
+ * exist (`pluginExists`); built-ins validate their own object; every
+ * host-local `ipam` is checked as host-local would check it.
+ *
+ * Throws a CniError whose message starts with the key at fault; the code is 6
+ * (undecodable JSON) or 1 (unsupported version) when the conflist parser says
+ * so, otherwise 7.
+ */
+export function loadDriverConfig(
+  files: ReadonlyMap<string, Uint8Array>,
+  opts: LoadOptions,
+  generation: number,
+): DriverConfig {
+  const settings = parseSettings(files.get(DRIVER_SETTINGS_KEY));
+
+  const conflistKeys = [...files.keys()].filter((k) => k.endsWith(CONFLIST_SUFFIX)).sort();
+  if (conflistKeys.length === 0) {
+    throw invalid(
+      `${opts.source}: no network configured: no key ending in ${CONFLIST_SUFFIX} (keys: ${
+        [...files.keys()].sort().join(", ") || "none"
+      })`,
+    );
+  }
+
+  const networks = new Map<string, NetworkConfigList>();
+  const keyOf = new Map<string, string>();
+  for (const key of conflistKeys) {
+    const list = atKey(key, () => loadConflist(files.get(key) as Uint8Array, opts));
+    const other = keyOf.get(list.name);
+    if (other !== undefined) {
+      throw invalid(
+        `${key}: network name ${JSON.stringify(list.name)} is already defined by ${other}`,
+      );
+    }
+    networks.set(list.name, list);
+    keyOf.set(list.name, key);
+  }
+
+  let defaultNetwork: string;
+  if (settings.defaultNetwork !== undefined) {
+    defaultNetwork = settings.defaultNetwork;
+    if (!networks.has(defaultNetwork)) {
+      throw invalid(
+        `${DRIVER_SETTINGS_KEY}: defaultNetwork ${JSON.stringify(defaultNetwork)} is not a configured network (networks: ${[
+          ...networks.keys(),
+        ].join(", ")})`,
+      );
+    }
+  } else {
+    const first = networks.values().next().value as NetworkConfigList;
+    defaultNetwork = first.name;
+  }
+
+  return {
+    networks,
+    defaultNetwork,
+    settings,
+    source: opts.source,
+    contentHash: contentHash(files),
+    generation,
+    loadedAt: new Date(),
+  };
+}
+
+function invalid(msg: string): CniError {
+  return new CniError(ErrorCode.InvalidNetworkConfig, msg);
+}
+
+/** Runs `fn`, prefixing any error with the key; keeps code 6 and 1, makes the rest 7. */
+function atKey<T>(key: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    const e = CniError.from(err, ErrorCode.InvalidNetworkConfig);
+    const code =
+      e.code === ErrorCode.DecodingFailure || e.code === ErrorCode.IncompatibleVersion
+        ? e.code
+        : ErrorCode.InvalidNetworkConfig;
+    throw new CniError(code, `${key}: ${e.message}`, e.details);
+  }
+}
+
+function parseSettings(bytes: Uint8Array | undefined): DriverSettings {
+  if (bytes === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(utf8Text(bytes));
+  } catch (err) {
+    throw new CniError(
+      ErrorCode.DecodingFailure,
+      `${DRIVER_SETTINGS_KEY}: invalid JSON: ${(err as Error).message}`,
+    );
+  }
+  if (!isObject(value)) {
+    throw invalid(
+      `${DRIVER_SETTINGS_KEY}: must be a JSON object, not ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`,
+    );
+  }
+  const dn = value.defaultNetwork;
+  if (dn !== undefined && (typeof dn !== "string" || dn === "")) {
+    throw invalid(`${DRIVER_SETTINGS_KEY}: defaultNetwork must be a non-empty string`);
+  }
+  return value as DriverSettings;
+}
+
+/**
+ * The bytes the chain will run: the conflist with its pod CIDR templates
+ * filled, or the original bytes when it has none (byte for byte, as the
+ * operator wrote it). Undecodable bytes are passed on for the conflist parser
+ * to report (code 6, one place for that message).
+ */
+function expandedBytes(
+  bytes: Uint8Array,
+  podCidrs: PodCidrs,
+  hostLocalDataDir?: string,
+): Uint8Array {
+  let value: unknown;
+  try {
+    value = JSON.parse(utf8Text(bytes));
+  } catch {
+    return bytes;
+  }
+  const expanded = expandPodCidr(value, podCidrs, hostLocalDataDir);
+  return isDeepStrictEqual(value, expanded) ? bytes : utf8Bytes(JSON.stringify(expanded));
+}
+
+function loadConflist(bytes: Uint8Array, opts: LoadOptions): NetworkConfigList {
+  const list = parseNetworkConfigList(
+    expandedBytes(bytes, opts.podCidrs ?? {}, opts.hostLocalDataDir),
+  );
+  list.plugins.forEach((plugin, i) => {
+    const at = `plugins[${i}] (${JSON.stringify(plugin.type)})`;
+    try {
+      checkPlugin(plugin, opts);
+    } catch (err) {
+      const e = CniError.from(err, ErrorCode.InvalidNetworkConfig);
+      throw new CniError(e.code, `${at}: ${e.message}`, e.details);
+    }
+  });
+  return list;
+}
+
+function checkPlugin(plugin: PluginConfig, opts: LoadOptions): void {
+  const builtin = opts.builtins?.get(plugin.type);
+  if (builtin) {
+    builtin(plugin.raw as JsonObject);
+  } else if (!opts.pluginExists(plugin.type)) {
+    const where = opts.binDirs?.length ? ` in ${opts.binDirs.join(":")}` : " in the CNI bin dirs";
+    throw invalid(`no such plugin${where}`);
+  }
+  const ipam = plugin.raw.ipam;
+  if (isObject(ipam) && ipam.type === "host-local") {
+    validateHostLocal(ipam, plugin.capabilities.ipRanges === true);
+  }
+}
+
+// host-local ----------------------------------------------------------------
+
+/** One `{subnet, rangeStart?, rangeEnd?, gateway?}`, with host-local's defaults filled in. */
+interface Range {
+  subnet: ParsedCidr;
+  start: bigint;
+  end: bigint;
+}
+
+const toBig = (bytes: Uint8Array): bigint => bytes.reduce((n, b) => (n << 8n) | BigInt(b), 0n);
+
+/**
+ * host-local's config rules (plugins/ipam/host-local/backend/allocator:
+ * LoadIPAMConfig, RangeSet.Canonicalize, Range.Canonicalize), wording kept:
+ * the legacy top-level `subnet` becomes range set 0 ahead of `ranges`; there
+ * must be one set unless the plugin takes `ipRanges` at runtime; each set is
+ * non-empty, of one family, without overlaps; sets do not overlap each other.
+ * Each subnet must be a CIDR without host bits (host-local masks them silently;
+ * here they are an error, since "10.1.0.5/24" is almost always a typo) and
+ * leave room for addresses: IPv4 at most /30, IPv6 at most /126.
+ */
+export function validateHostLocal(ipam: JsonObject, ipRangesAtRuntime = false): void {
+  const sets: unknown[][] = [];
+  if (ipam.subnet !== undefined && ipam.subnet !== null && ipam.subnet !== "") {
+    sets.push([
+      {
+        subnet: ipam.subnet,
+        rangeStart: ipam.rangeStart,
+        rangeEnd: ipam.rangeEnd,
+        gateway: ipam.gateway,
+      },
+    ]);
+  }
+  if (ipam.ranges !== undefined && ipam.ranges !== null) {
+    if (!Array.isArray(ipam.ranges)) throw invalid("ipam: 'ranges' must be a list of range sets");
+    ipam.ranges.forEach((set: unknown, i) => {
+      if (!Array.isArray(set)) throw invalid(`ipam: ranges[${i}] must be a list of ranges`);
+      sets.push(set);
+    });
+  }
+  if (sets.length === 0) {
+    if (ipRangesAtRuntime) return;
+    throw invalid("ipam: no IP ranges specified");
+  }
+
+  const parsed = sets.map((set, s) => {
+    try {
+      return parseRangeSet(set);
+    } catch (err) {
+      throw invalid(`ipam: invalid range set ${s}: ${(err as Error).message}`);
+    }
+  });
+  for (let i = 0; i < parsed.length; i++) {
+    for (let j = i + 1; j < parsed.length; j++) {
+      const a = parsed[i] as Range[];
+      const b = parsed[j] as Range[];
+      if (a.some((r1) => b.some((r2) => overlaps(r1, r2)))) {
+        throw invalid(`ipam: range set ${i} overlaps with ${j}`);
+      }
+    }
+  }
+}
+
+function parseRangeSet(set: unknown[]): Range[] {
+  if (set.length === 0) throw new Error("empty range set");
+  const ranges = set.map((r, i) => {
+    try {
+      return parseRange(r);
+    } catch (err) {
+      throw new Error(`range ${i}: ${(err as Error).message}`);
+    }
+  });
+  const family = (ranges[0] as Range).subnet.family;
+  if (ranges.some((r) => r.subnet.family !== family)) throw new Error("mixed address families");
+  for (let i = 0; i < ranges.length; i++) {
+    for (let j = i + 1; j < ranges.length; j++) {
+      const a = ranges[i] as Range;
+      const b = ranges[j] as Range;
+      if (overlaps(a, b)) {
+        throw new Error(`subnets ${formatCidr(a.subnet)} and ${formatCidr(b.subnet)} overlap`);
+      }
+    }
+  }
+  return ranges;
+}
+
+function parseRange(value: unknown): Range {
+  if (!isObject(value)) throw new Error("must be an object with a 'subnet'");
+  const text = value.subnet;
+  if (text === undefined || text === null || text === "") throw new Error("missing 'subnet'");
+  if (typeof text !== "string") throw new Error("'subnet' must be a string");
+  const subnet = parseCidr(text);
+  if (!subnet) throw new Error(`subnet ${JSON.stringify(text)} is not a CIDR`);
+  if (cidrHasHostBits(subnet)) {
+    throw new Error(
+      `subnet ${JSON.stringify(text)} has host bits set (the network is ${formatCidr(cidrNetwork(subnet))})`,
+    );
+  }
+  const width = subnet.family === 4 ? 32 : 128;
+  // host-local cannot allocate from a /31 or /32 (a /127 or /128).
+  if (subnet.prefix > width - 2)
+    throw new Error(`Network ${formatCidr(subnet)} too small to allocate from`);
+
+  const net = toBig(subnet.bytes);
+  const hostMask = (1n << BigInt(width - subnet.prefix)) - 1n;
+  const gateway = optionalIp(value, "gateway", subnet);
+  if (gateway && !cidrContains(subnet, gateway)) {
+    throw new Error(`gateway ${formatIp(gateway)} not in network ${formatCidr(subnet)}`);
+  }
+  const startIp = optionalIp(value, "rangeStart", subnet);
+  if (startIp && !cidrContains(subnet, startIp)) {
+    throw new Error(`rangeStart ${formatIp(startIp)} not in network ${formatCidr(subnet)}`);
+  }
+  const endIp = optionalIp(value, "rangeEnd", subnet);
+  if (endIp && !cidrContains(subnet, endIp)) {
+    throw new Error(`rangeEnd ${formatIp(endIp)} not in network ${formatCidr(subnet)}`);
+  }
+  // Defaults as host-local: network+1 to the last address (less the broadcast for IPv4).
+  const start = startIp ? toBig(startIp.bytes) : net + 1n;
+  const end = endIp ? toBig(endIp.bytes) : (net | hostMask) - (subnet.family === 4 ? 1n : 0n);
+  if (endIp && end < start) {
+    throw new Error(
+      `rangeEnd ${formatIp(endIp)} is in network ${formatCidr(subnet)} but before rangeStart ${
+        startIp ? formatIp(startIp) : "(default)"
+      }`,
+    );
+  }
+  return { subnet, start, end };
+}
+
+/** An address field of a range: absent, null or "" is unset (Go's net.IP from ""). */
+function optionalIp(range: JsonObject, key: string, subnet: ParsedCidr): ParsedIp | undefined {
+  const v = range[key];
+  if (v === undefined || v === null || v === "") return undefined;
+  if (typeof v !== "string") throw new Error(`${key} must be a string`);
+  const ip = parseIp(v);
+  if (!ip) throw new Error(`${key} ${JSON.stringify(v)} is not an IP address`);
+  if (ip.family !== subnet.family) {
+    throw new Error(`${key} ${v} is not the same protocol as subnet ${formatCidr(subnet)}`);
+  }
+  return ip;
+}
+
+/** Ranges of one family overlap when their [start, end] intervals meet. */
+function overlaps(a: Range, b: Range): boolean {
+  if (a.subnet.family !== b.subnet.family) return false;
+  return a.start <= b.end && b.start <= a.end;
+}

@@ -1,0 +1,338 @@
+/**
+ * Exec one CNI plugin binary the way libcni's pkg/invoke does (cni-spec §4, §6):
+ * find `type` in the bin dirs, run it with the CNI_* environment and the config
+ * on stdin, read its result or its error from stdout.
+ *
+ * This is the hot path of every pod set-up: one spawn, no shell, nothing built
+ * per call beyond the environment. The plugin runs in a process group of its
+ * own so that a timeout kills whatever it started too: a grandchild left alive
+ * would keep stdout open and the call would hang on it.
+ */
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
+import { execa } from "execa";
+import type { CniCommand, PluginEnv } from "../cni/env.js";
+import { pluginEnvToProcessEnv } from "../cni/env.js";
+import { CniError, ErrorCode } from "../cni/errors.js";
+
+export type Verb = CniCommand;
+
+export interface ExecRequest {
+  /** The config's `type`: a bare file name looked up in `binDirs`. */
+  type: string;
+  binDirs: readonly string[];
+  command: Verb;
+  containerId?: string;
+  netns?: string;
+  ifName?: string;
+  /** CNI_ARGS text, "K=V;K=V". */
+  cniArgs?: string;
+  /** The plugin's config JSON. */
+  stdin: string;
+  /** Bound on the whole call, "text file busy" retries included. */
+  timeoutMs: number;
+  /** Environment to start from (default process.env); the CNI_* variables are always set from this request. */
+  baseEnv?: NodeJS.ProcessEnv;
+  /** Aborting kills the plugin as a timeout does. */
+  signal?: AbortSignal;
+  /** After a timeout or abort, SIGTERM first, then SIGKILL once this grace has passed (default 2000 ms). */
+  killGraceMs?: number;
+  /** Receives what the plugin wrote on stderr when it succeeded (libcni copies it to its own stderr). */
+  onStderr?: (text: string) => void;
+}
+
+/** Every failure of execPlugin: a CniError that also names the plugin and the verb. */
+export class PluginExecError extends CniError {
+  readonly plugin: string;
+  readonly command: Verb;
+
+  constructor(plugin: string, command: Verb, code: number, msg: string, details = "") {
+    super(code, msg, details);
+    this.name = "PluginExecError";
+    this.plugin = plugin;
+    this.command = command;
+  }
+}
+
+/** libcni retries an exec that fails with "text file busy" (a binary being replaced): 6 tries, 1 s apart. */
+export const TEXT_FILE_BUSY_TRIES = 6;
+export const TEXT_FILE_BUSY_DELAY_MS = 1000;
+const DEFAULT_KILL_GRACE_MS = 2000;
+/** A CNI result is a few kB; this bounds what a misbehaving plugin can make us hold. */
+const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
+/** How much of a plugin's unparseable output goes into an error's details. */
+const MAX_QUOTED_OUTPUT = 4096;
+
+/**
+ * A `type` names a file inside a bin dir, never a path (libcni FindInPath
+ * refuses a separator): otherwise a config could make the driver exec any
+ * binary on the node.
+ */
+function checkBareName(type: string): void {
+  if (type === "" || type === "." || type === ".." || type.includes("/") || type.includes("\0")) {
+    throw new CniError(
+      ErrorCode.InvalidNetworkConfig,
+      `invalid plugin type ${JSON.stringify(type)}: must be a bare file name`,
+    );
+  }
+}
+
+/**
+ * The absolute path of plugin `type`: the first bin dir holding a regular file
+ * of that name (symlinks followed; libcni does not check the exec bit either,
+ * the exec reports it). Throws code 7 when `type` is not a bare file name or no
+ * dir holds it: the config names a plugin this node does not have.
+ */
+export async function findPlugin(type: string, binDirs: readonly string[]): Promise<string> {
+  checkBareName(type);
+  for (const dir of binDirs) {
+    if (dir === "") continue;
+    const candidate = join(dir, type);
+    try {
+      if ((await stat(candidate)).isFile()) return candidate;
+    } catch {
+      // Absent or unreadable here: try the next dir, as libcni does.
+    }
+  }
+  // libcni's wording, with Go's formatting of a []string.
+  throw new CniError(
+    ErrorCode.InvalidNetworkConfig,
+    `failed to find plugin ${JSON.stringify(type)} in path [${binDirs.join(" ")}]`,
+  );
+}
+
+/**
+ * Runs the plugin and returns its stdout parsed as JSON, or undefined when it
+ * printed nothing (DEL, CHECK, GC, STATUS succeed silently). Throws a
+ * PluginExecError:
+ * - the plugin's own error (stdout parsed as a CNI error) with its code, msg
+ *   and details unchanged, so the runtime sees what the plugin said;
+ * - code 999 "<type>: netplugin failed: "<stderr>": <exit>" when it failed
+ *   with nothing on stdout (libcni takes the message from stderr then), or
+ *   failed with stdout that is not a CNI error;
+ * - code 6 when it succeeded but printed something that is not JSON;
+ * - code 11 on timeout or abort (see `timedOut`);
+ * - code 7 from findPlugin.
+ */
+export async function execPlugin(req: ExecRequest): Promise<unknown | undefined> {
+  const fail = (code: number, msg: string, details = ""): PluginExecError =>
+    new PluginExecError(req.type, req.command, code, msg, details);
+
+  let path: string;
+  try {
+    path = await findPlugin(req.type, req.binDirs);
+  } catch (err) {
+    const e = CniError.from(err);
+    throw fail(e.code, e.message, e.details);
+  }
+
+  const env = pluginEnvToProcessEnv(
+    {
+      command: req.command,
+      containerId: req.containerId,
+      netns: req.netns,
+      ifName: req.ifName,
+      cniArgs: req.cniArgs ?? "",
+      cniPath: [...req.binDirs],
+    } as PluginEnv,
+    req.baseEnv ?? process.env,
+  );
+  const deadline = Date.now() + req.timeoutMs;
+
+  for (let attempt = 1; ; attempt++) {
+    if (req.signal?.aborted) throw canceled(req, fail);
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) throw timedOut(req, fail);
+
+    const run = await spawnOnce(path, req, env, remaining);
+    if (run.stopped === "timeout") throw timedOut(req, fail);
+    if (run.stopped === "abort") throw canceled(req, fail);
+
+    if (run.spawnError === "ETXTBSY") {
+      // The binary is open for writing (being installed or upgraded): wait
+      // and try again, as libcni does. libcni then returns empty output as
+      // success once its tries run out; failing is the honest answer.
+      if (attempt >= TEXT_FILE_BUSY_TRIES) {
+        throw fail(
+          ErrorCode.Internal,
+          `${req.type}: cannot exec ${path}: text file busy (${attempt} tries)`,
+        );
+      }
+      await sleep(Math.min(TEXT_FILE_BUSY_DELAY_MS, deadline - Date.now()), req.signal);
+      continue;
+    }
+    if (run.spawnError !== undefined) {
+      throw fail(ErrorCode.Internal, `${req.type}: cannot exec ${path}: ${run.spawnError}`);
+    }
+    if (run.tooMuchOutput) {
+      throw fail(
+        ErrorCode.Internal,
+        `${req.type}: ${req.command} wrote more than ${MAX_OUTPUT_BYTES} bytes of output`,
+      );
+    }
+    if (run.exitCode === 0) {
+      if (run.stderr !== "" && req.onStderr) req.onStderr(run.stderr);
+      return parseResult(run.stdout, req, fail);
+    }
+    throw pluginFailure(run, req, fail);
+  }
+}
+
+interface RunOutcome {
+  stdout: string;
+  stderr: string;
+  exitCode?: number;
+  /** The signal that ended the plugin, when one did. */
+  signal?: string;
+  /** errno code when the plugin could not be started at all (ETXTBSY, EACCES, ENOENT …). */
+  spawnError?: string;
+  tooMuchOutput: boolean;
+  /** Set when we ended the plugin ourselves. */
+  stopped?: "timeout" | "abort";
+}
+
+/** One exec of the plugin, ended by us (process group: SIGTERM, then SIGKILL) on timeout or abort. */
+async function spawnOnce(
+  path: string,
+  req: ExecRequest,
+  env: Record<string, string>,
+  timeoutMs: number,
+): Promise<RunOutcome> {
+  const child = execa(path, [], {
+    input: req.stdin,
+    env,
+    extendEnv: false,
+    // Its own process group (setsid), so a kill reaches everything it started.
+    detached: true,
+    reject: false,
+    stripFinalNewline: false,
+    maxBuffer: MAX_OUTPUT_BYTES,
+  });
+
+  let stopped: RunOutcome["stopped"];
+  let killTimer: NodeJS.Timeout | undefined;
+  const stop = (why: "timeout" | "abort"): void => {
+    if (stopped !== undefined || child.pid === undefined) return;
+    stopped = why;
+    killGroup(child.pid, "SIGTERM");
+    const pid = child.pid;
+    killTimer = setTimeout(
+      () => killGroup(pid, "SIGKILL"),
+      req.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
+    );
+  };
+  const timer = setTimeout(() => stop("timeout"), timeoutMs);
+  const onAbort = (): void => stop("abort");
+  req.signal?.addEventListener("abort", onAbort, { once: true });
+
+  try {
+    const result = await child;
+    const outcome: RunOutcome = {
+      stdout: typeof result.stdout === "string" ? result.stdout : "",
+      stderr: typeof result.stderr === "string" ? result.stderr : "",
+      tooMuchOutput: result.isMaxBuffer,
+    };
+    if (result.exitCode !== undefined) outcome.exitCode = result.exitCode;
+    if (result.signal !== undefined) outcome.signal = result.signal;
+    if (result.failed && result.exitCode === undefined && result.signal === undefined) {
+      outcome.spawnError = result.code ?? result.shortMessage;
+    }
+    if (stopped !== undefined) outcome.stopped = stopped;
+    return outcome;
+  } finally {
+    clearTimeout(timer);
+    if (killTimer !== undefined) clearTimeout(killTimer);
+    req.signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+type Fail = (code: number, msg: string, details?: string) => PluginExecError;
+
+/**
+ * A timed-out plugin gets code 11 ("try again later"): the runtime retries a
+ * failed sandbox anyway, and a plugin that was slow (lock contention, a busy
+ * node) is the transient condition that code exists for. 999 would tell the
+ * runtime nothing, and no other code describes "did not answer in time".
+ */
+function timedOut(req: ExecRequest, fail: Fail): PluginExecError {
+  return fail(
+    ErrorCode.TryAgainLater,
+    `${req.type}: ${req.command} timed out after ${req.timeoutMs} ms; plugin killed`,
+  );
+}
+
+/** The caller gave up on the call (its client went away, shutdown): same code as a timeout. */
+function canceled(req: ExecRequest, fail: Fail): PluginExecError {
+  return fail(ErrorCode.TryAgainLater, `${req.type}: ${req.command} canceled; plugin killed`);
+}
+
+function quoteOutput(text: string): string {
+  const cut = text.length > MAX_QUOTED_OUTPUT ? `${text.slice(0, MAX_QUOTED_OUTPUT)}…` : text;
+  return JSON.stringify(cut);
+}
+
+/** How the plugin ended, as Go's exec.ExitError prints it. */
+function exitText(run: RunOutcome): string {
+  return run.signal !== undefined ? `signal: ${run.signal}` : `exit status ${run.exitCode}`;
+}
+
+function parseResult(stdout: string, req: ExecRequest, fail: Fail): unknown | undefined {
+  if (stdout.trim() === "") return undefined;
+  try {
+    return JSON.parse(stdout);
+  } catch (err) {
+    throw fail(
+      ErrorCode.DecodingFailure,
+      `${req.type}: ${req.command} printed output that is not JSON: ${(err as Error).message}`,
+      quoteOutput(stdout),
+    );
+  }
+}
+
+/** libcni's pluginErr: stdout is the error if it parses as one, else stderr is the message. */
+function pluginFailure(run: RunOutcome, req: ExecRequest, fail: Fail): PluginExecError {
+  const stdout = run.stdout.trim();
+  if (stdout === "") {
+    const stderr = run.stderr.trim();
+    const msg =
+      stderr === ""
+        ? `netplugin failed with no error message: ${exitText(run)}`
+        : `netplugin failed: ${JSON.stringify(stderr)}: ${exitText(run)}`;
+    return fail(ErrorCode.Internal, `${req.type}: ${msg}`);
+  }
+  let parsed: unknown;
+  let parseError = "not a CNI error object";
+  try {
+    parsed = JSON.parse(stdout);
+  } catch (err) {
+    parseError = (err as Error).message;
+  }
+  const pluginError = CniError.fromJSON(parsed);
+  if (pluginError) {
+    return fail(pluginError.code, pluginError.message, pluginError.details);
+  }
+  return fail(
+    ErrorCode.Internal,
+    `${req.type}: netplugin failed but error parsing its diagnostic message ${quoteOutput(stdout)}: ${parseError}`,
+  );
+}

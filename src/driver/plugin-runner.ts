@@ -1,0 +1,55 @@
+/**
+ * How the executor runs one plugin of a chain: built-in types in-process, every
+ * other type exec'd from the bin dirs with the CNI env protocol. Both see the same
+ * invocation, so the chain logic does not care which is which.
+ */
+import type { CniCommand } from "../cni/env.js";
+import { execPlugin } from "./plugin-exec.js";
+
+export interface PluginInvocation {
+  type: string;
+  command: CniCommand;
+  containerId?: string;
+  netns?: string;
+  ifName?: string;
+  /** CNI_ARGS text, "K=V;K=V". */
+  cniArgs?: string;
+  /** The plugin's stdin object: its own config with name, cniVersion, prevResult and runtimeConfig. */
+  config: Record<string, unknown>;
+}
+
+/** Runs a plugin; resolves to its parsed stdout (undefined when it printed nothing). */
+export type RunPlugin = (inv: PluginInvocation) => Promise<unknown | undefined>;
+
+export interface BuiltinPlugin {
+  /** Validates the plugin's own config object at config load; throws CniError code 7 naming the key. */
+  validate(conf: Record<string, unknown>): void;
+  /** Runs a verb; `delegate` runs a delegated plugin (IPAM) with the same environment. */
+  run(inv: PluginInvocation, delegate: RunPlugin): Promise<unknown | undefined>;
+}
+
+export interface PluginRunnerOptions {
+  binDirs: readonly string[];
+  timeoutMs: number;
+  builtins: ReadonlyMap<string, BuiltinPlugin>;
+}
+
+export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
+  const exec: RunPlugin = (inv) =>
+    execPlugin({
+      type: inv.type,
+      binDirs: opts.binDirs,
+      command: inv.command,
+      containerId: inv.containerId,
+      netns: inv.netns,
+      ifName: inv.ifName,
+      cniArgs: inv.cniArgs,
+      stdin: JSON.stringify(inv.config),
+      timeoutMs: opts.timeoutMs,
+    });
+  const runner: RunPlugin = (inv) => {
+    const builtin = opts.builtins.get(inv.type);
+    return builtin ? builtin.run(inv, runner) : exec(inv);
+  };
+  return runner;
+}

@@ -1,0 +1,130 @@
+/**
+ * Start-up recovery, before the driver reports ready:
+ *  1. replay the deletion queue the shim filled while we were away (full DEL:
+ *     address released, host veth removed, cache removed);
+ *  2. rebuild the attachment index from the result cache (local truth);
+ *  3. release host-local leases that no cached attachment holds — an ADD killed
+ *     half-way leaves a lease and no cache entry. Never decided from the
+ *     Kubernetes API, whose pod status lags the ADD (Antrea #4326).
+ */
+import { readdir, readFile, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import type pino from "pino";
+import type { NetworkConfigList } from "../cni/conflist.js";
+import { DELETION_QUEUE_DIR, parseDeletionRecord } from "../wire/deletion-record.js";
+import type { ConfigSource } from "./config-source.js";
+import type { ChainExecutor } from "./executor.js";
+import type { AttachmentLocks } from "./locks.js";
+import { attachmentKey } from "./locks.js";
+import type { ResultCache } from "./result-cache.js";
+import type { AttachmentIndex } from "./service.js";
+
+export interface RecoveryDeps {
+  cache: ResultCache;
+  executor: ChainExecutor;
+  config: ConfigSource;
+  locks: AttachmentLocks;
+  attachments: AttachmentIndex;
+  stateDir: string;
+  logger: pino.Logger;
+}
+
+export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
+  await replayDeletionQueue(d);
+  const entries = await d.cache.list();
+  for (const e of entries) d.attachments.add(e.networkName, e.containerId, e.ifName);
+  const cfg = d.config.current();
+  if (cfg) {
+    for (const list of cfg.networks.values()) {
+      const held = new Set(
+        entries
+          .filter((e) => e.networkName === list.name)
+          .map((e) => `${e.containerId}\r\n${e.ifName}`),
+      );
+      await releaseOrphanLeases(list, held, d.logger);
+    }
+  }
+}
+
+export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
+  const dir = join(d.stateDir, DELETION_QUEUE_DIR);
+  let names: string[];
+  try {
+    names = (await readdir(dir)).filter((n) => n.endsWith(".json"));
+  } catch {
+    return 0;
+  }
+  let replayed = 0;
+  for (const name of names) {
+    const path = join(dir, name);
+    const record = parseDeletionRecord(await readFile(path, "utf8").catch(() => ""));
+    if (!record) {
+      d.logger.warn({ path }, "unreadable deletion record; removing it");
+      await unlink(path).catch(() => {});
+      continue;
+    }
+    const cfg = d.config.current();
+    const network = record.network || cfg?.defaultNetwork || "";
+    try {
+      await d.locks.run(attachmentKey(record.containerId, record.ifName), () =>
+        d.executor.del(cfg?.networks.get(network), network, {
+          containerId: record.containerId,
+          netns: record.netns,
+          ifName: record.ifName,
+          cniArgs: record.cniArgs,
+          capabilityArgs: {},
+        }),
+      );
+      await unlink(path);
+      replayed++;
+      d.logger.info(
+        { network, containerId: record.containerId, ifName: record.ifName },
+        "replayed queued deletion",
+      );
+    } catch (err) {
+      // Kept for the next start; the DEL itself is idempotent.
+      d.logger.error({ path, err: String(err) }, "replaying a queued deletion failed; keeping it");
+    }
+  }
+  return replayed;
+}
+
+/** host-local's lease directories of a network: one per host-local `ipam` in its chain. */
+export function hostLocalLeaseDirs(list: NetworkConfigList): string[] {
+  const dirs = new Set<string>();
+  for (const p of list.plugins) {
+    const ipam = p.raw.ipam as Record<string, unknown> | undefined;
+    if (ipam && ipam.type === "host-local") {
+      const dataDir =
+        typeof ipam.dataDir === "string" && ipam.dataDir ? ipam.dataDir : "/var/lib/cni/networks";
+      dirs.add(join(dataDir, list.name));
+    }
+  }
+  return [...dirs];
+}
+
+async function releaseOrphanLeases(
+  list: NetworkConfigList,
+  held: Set<string>,
+  logger: pino.Logger,
+): Promise<void> {
+  for (const dir of hostLocalLeaseDirs(list)) {
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (name === "lock" || name.startsWith("last_reserved_ip")) continue;
+      const path = join(dir, name);
+      const owner = (await readFile(path, "utf8").catch(() => "")).trim();
+      // host-local writes "id\r\nifname"; very old leases hold the id alone.
+      const key = owner.includes("\r\n") ? owner : undefined;
+      const heldById = [...held].some((h) => h.split("\r\n")[0] === owner);
+      if ((key && held.has(key)) || (!key && heldById)) continue;
+      await unlink(path).catch(() => {});
+      logger.warn({ network: list.name, ip: name, owner }, "released a lease no attachment holds");
+    }
+  }
+}

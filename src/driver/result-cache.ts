@@ -1,0 +1,213 @@
+/**
+ * libcni's result cache on disk (cni-spec §6): one file per attachment,
+ * `<cacheDir>/results/<network>-<containerID>-<ifName>`, directory 0700, file
+ * 0600, the bytes src/cni/cache.ts encodes (what libcni's cacheAdd writes), so
+ * cnitool or a runtime's libcni pointed at the same cache dir reads our files
+ * and we read theirs.
+ *
+ * Where this differs from libcni, it is to survive a crash: a file is written
+ * to a temporary name, fsync'd, renamed into place and the directory fsync'd,
+ * so a power cut leaves the old file or the new one, never half of one. The
+ * temporary names start with `.`; listing skips them.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, open, readdir, readFile, rename, rmdir, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  attachmentFromCacheEntry,
+  attachmentsFromFileNames,
+  CACHE_KIND_V1,
+  CACHE_RESULTS_DIR,
+  type CachedAttachment,
+  type CacheEntryInput,
+  cacheFileName,
+  decodeCacheEntry,
+  encodeCacheEntry,
+} from "../cni/cache.js";
+import { CniError, ErrorCode } from "../cni/errors.js";
+
+export interface ResultCacheLogger {
+  warn(obj: object, msg: string): void;
+}
+
+export interface ResultCacheOptions {
+  /** Told about every file discarded or skipped as unreadable. */
+  log?: ResultCacheLogger;
+}
+
+const TEMP_PREFIX = ".tmp-";
+
+function errnoCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function ioError(action: string, path: string, err: unknown): CniError {
+  return new CniError(
+    ErrorCode.IOFailure,
+    `failed to ${action} cached result ${path}: ${(err as Error).message}`,
+  );
+}
+
+export class ResultCache {
+  /** `<cacheDir>/results`. */
+  readonly dir: string;
+  readonly #log: ResultCacheLogger | undefined;
+
+  constructor(cacheDir: string, opts: ResultCacheOptions = {}) {
+    this.dir = join(cacheDir, CACHE_RESULTS_DIR);
+    this.#log = opts.log;
+  }
+
+  /** The file of one attachment; throws (code 999) when a part is empty or holds `/`. */
+  path(network: string, containerId: string, ifName: string): string {
+    return join(this.dir, cacheFileName(network, containerId, ifName));
+  }
+
+  /** Writes (or replaces) an attachment's file atomically and durably. Throws code 5 on I/O failure. */
+  async write(entry: CacheEntryInput): Promise<void> {
+    const target = this.path(entry.networkName, entry.containerId, entry.ifName);
+    const text = encodeCacheEntry(entry);
+    const temp = join(
+      this.dir,
+      `${TEMP_PREFIX}${cacheFileName(entry.networkName, entry.containerId, entry.ifName)}-${randomBytes(4).toString("hex")}`,
+    );
+    try {
+      // libcni: os.MkdirAll(dir, 0700) then a 0600 file.
+      await mkdir(this.dir, { recursive: true, mode: 0o700 });
+      const file = await open(temp, "wx", 0o600);
+      try {
+        await file.writeFile(text, "utf8");
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+      await rename(temp, target);
+    } catch (err) {
+      await unlink(temp).catch(() => {});
+      throw ioError("write", target, err);
+    }
+    // The rename is durable only once the directory is on disk too.
+    await syncDir(this.dir).catch((err: unknown) => {
+      throw ioError("sync the directory of", target, err);
+    });
+  }
+
+  /**
+   * An attachment's cached entry; undefined when there is none. A file that
+   * cannot be read or decoded is deleted and reads as absent, with the reason
+   * logged: libcni's DEL does the same and goes on without a cached result.
+   *
+   * A legacy file (a bare result from before `cniCacheV1`) reads as an
+   * attachment with only its result: no config, no netns, no args. That is all
+   * libcni takes from it (getLegacyCachedResult).
+   */
+  async read(
+    network: string,
+    containerId: string,
+    ifName: string,
+  ): Promise<CachedAttachment | undefined> {
+    const path = this.path(network, containerId, ifName);
+    let bytes: Buffer;
+    try {
+      bytes = await readFile(path);
+    } catch (err) {
+      if (errnoCode(err) === "ENOENT") return undefined;
+      await this.#discard(path, `unreadable: ${(err as Error).message}`);
+      return undefined;
+    }
+    let entry: ReturnType<typeof decodeCacheEntry>;
+    try {
+      entry = decodeCacheEntry(bytes);
+    } catch (err) {
+      await this.#discard(path, (err as Error).message);
+      return undefined;
+    }
+    if (entry.kind === CACHE_KIND_V1) return entry;
+    return {
+      kind: CACHE_KIND_V1,
+      containerId,
+      config: new Uint8Array(),
+      ifName,
+      networkName: network,
+      netns: "",
+      result: entry.result,
+    };
+  }
+
+  /** Deletes an attachment's file; a missing one is fine. Throws code 5 on other failures. */
+  async remove(network: string, containerId: string, ifName: string): Promise<void> {
+    const path = this.path(network, containerId, ifName);
+    try {
+      await removePath(path);
+    } catch (err) {
+      if (errnoCode(err) === "ENOENT") return;
+      throw ioError("remove", path, err);
+    }
+  }
+
+  /**
+   * Every `cniCacheV1` attachment in the cache (restart, GC), in file-name
+   * order. Who an entry belongs to comes from its content, never from its file
+   * name: network names and container IDs may both contain `-`. Temporary
+   * files, legacy files and files that do not decode are skipped (and left in
+   * place: the DEL of that attachment deals with them).
+   */
+  async list(): Promise<CachedAttachment[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch (err) {
+      if (errnoCode(err) === "ENOENT") return [];
+      throw ioError("list", this.dir, err);
+    }
+    const candidates = attachmentsFromFileNames(names.filter((n) => !n.startsWith(".")));
+    const entries = await Promise.all(candidates.map((name) => this.#readForList(name)));
+    return entries.filter((e): e is CachedAttachment => e !== undefined);
+  }
+
+  async #readForList(name: string): Promise<CachedAttachment | undefined> {
+    const path = join(this.dir, name);
+    try {
+      return attachmentFromCacheEntry(decodeCacheEntry(await readFile(path)));
+    } catch (err) {
+      // Gone since readdir (a concurrent DEL): not worth a word.
+      if (errnoCode(err) !== "ENOENT") {
+        this.#log?.warn({ path, err: (err as Error).message }, "skipping unreadable cache file");
+      }
+      return undefined;
+    }
+  }
+
+  async #discard(path: string, reason: string): Promise<void> {
+    try {
+      await removePath(path);
+      this.#log?.warn({ path, reason }, "deleted unreadable cache file");
+    } catch (err) {
+      if (errnoCode(err) === "ENOENT") return;
+      this.#log?.warn(
+        { path, reason, err: (err as Error).message },
+        "unreadable cache file could not be deleted",
+      );
+    }
+  }
+}
+
+/** os.Remove: a file, or an empty directory in its place. */
+async function removePath(path: string): Promise<void> {
+  try {
+    await unlink(path);
+  } catch (err) {
+    const code = errnoCode(err);
+    if (code === "EISDIR" || code === "EPERM") await rmdir(path);
+    else throw err;
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

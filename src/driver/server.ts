@@ -1,0 +1,91 @@
+/**
+ * gRPC over the node's unix socket. The socket lives in a directory of its own
+ * (0700) and is itself 0600; a stale socket file is replaced, but a live driver
+ * already answering on it is detected and left alone (we refuse to start).
+ */
+import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
+import { dirname } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
+import { dialUnixSocket } from "./health.js";
+import type { DriverService } from "./service.js";
+
+export interface GrpcServerHandle {
+  socketPath: string;
+  /** Stops accepting calls; in-flight calls finish (bounded by the caller's drain). */
+  close(): Promise<void>;
+  forceClose(): void;
+}
+
+export function loadServiceDefinition(): grpc.ServiceDefinition {
+  const def = protoLoader.loadSync(protoPath(), PROTO_LOADER_OPTIONS);
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    cnidriver: { v1: { CNIDriver: grpc.ServiceClientConstructor } };
+  };
+  return pkg.cnidriver.v1.CNIDriver.service;
+}
+
+export async function prepareSocketPath(socketPath: string): Promise<void> {
+  const dir = dirname(socketPath);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+  let exists = false;
+  try {
+    const st = await lstat(socketPath);
+    exists = true;
+    if (!st.isSocket())
+      throw new Error(`${socketPath} exists and is not a socket; refusing to replace it`);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  if (!exists) return;
+  const dial = await dialUnixSocket(socketPath, 1000);
+  if (dial.ok) {
+    throw new Error(`another process is already serving on ${socketPath}; refusing to start`);
+  }
+  await unlink(socketPath);
+}
+
+export async function startGrpcServer(
+  socketPath: string,
+  service: DriverService,
+): Promise<GrpcServerHandle> {
+  await prepareSocketPath(socketPath);
+  const server = new grpc.Server({ "grpc.max_receive_message_length": 4 * 1024 * 1024 });
+  const unary =
+    <Req, Res>(fn: (req: Req) => Promise<Res>): grpc.handleUnaryCall<Req, Res> =>
+    (call, callback) => {
+      fn(call.request).then(
+        (res) => callback(null, res),
+        (err: unknown) => callback({ code: grpc.status.INTERNAL, details: String(err) }),
+      );
+    };
+  server.addService(loadServiceDefinition(), {
+    SetUpPod: unary((r) => service.setUpPod(r as never)),
+    TearDownPod: unary((r) => service.tearDownPod(r as never)),
+    CheckPod: unary((r) => service.checkPod(r as never)),
+    CniStatus: unary((r) => service.cniStatus(r as never)),
+    GarbageCollect: unary((r) => service.garbageCollect(r as never)),
+  });
+  // umask makes the socket 0600 from its birth: no window where others may connect.
+  const oldMask = process.umask(0o177);
+  try {
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix:${socketPath}`, grpc.ServerCredentials.createInsecure(), (err) =>
+        err ? reject(err) : resolve(),
+      ),
+    );
+  } finally {
+    process.umask(oldMask);
+  }
+  await chmod(socketPath, 0o600);
+  return {
+    socketPath,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+      }),
+    forceClose: () => server.forceShutdown(),
+  };
+}

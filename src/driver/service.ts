@@ -1,0 +1,327 @@
+/**
+ * The RPC surface of the driver, apart from what gets configured (Antrea's
+ * cniserver split): each handler validates, takes the attachment lock, picks the
+ * network from the live config, runs the executor and answers with a CNI result
+ * or a CNI error. Transport (grpc-js) lives in server.ts.
+ */
+import { performance } from "node:perf_hooks";
+import type pino from "pino";
+import type { NetworkConfigList } from "../cni/conflist.js";
+import { CniError, ErrorCode } from "../cni/errors.js";
+import { convertResult, formatResult, toResult100 } from "../cni/result.js";
+import type { AnyResult } from "../cni/types.js";
+import { SUPPORTED_VERSIONS, versionAtLeast } from "../cni/versions.js";
+import {
+  API_VERSION,
+  type CniStatusRequest,
+  type CniStatusResponse,
+  type ErrorOnlyResponse,
+  type GarbageCollectRequest,
+  type GarbageCollectResponse,
+  type PodRequest,
+  type PodResponse,
+  type WireCniError,
+  type WireResult,
+} from "../wire/types.js";
+import type { ConfigSource } from "./config-source.js";
+import type { ChainExecutor } from "./executor.js";
+import { type AttachmentLocks, attachmentKey } from "./locks.js";
+import { logCall } from "./logger.js";
+import type { Metrics } from "./metrics.js";
+import type { DriverConfig } from "./network-config.js";
+import { requireApiVersion, resolvePodRequest } from "./pod-request.js";
+
+export interface ServiceDeps {
+  config: ConfigSource;
+  executor: ChainExecutor;
+  locks: AttachmentLocks;
+  metrics: Metrics;
+  logger: pino.Logger;
+  driverVersion: string;
+  /** Why the driver cannot serve ADD now (empty when it can): config, start-up replay, shutdown. */
+  notReadyReasons: () => string[];
+  /** Live attachments the driver knows of (kept by the caller from the cache). */
+  attachments: AttachmentIndex;
+}
+
+/** Which attachments exist, by network/container/ifname: counted for CniStatus and metrics. */
+export class AttachmentIndex {
+  private readonly keys = new Set<string>();
+  constructor(private readonly onChange: (n: number) => void = () => {}) {}
+  add(network: string, containerId: string, ifName: string): void {
+    this.keys.add(`${network}\u0000${containerId}\u0000${ifName}`);
+    this.onChange(this.keys.size);
+  }
+  remove(network: string, containerId: string, ifName: string): void {
+    this.keys.delete(`${network}\u0000${containerId}\u0000${ifName}`);
+    this.onChange(this.keys.size);
+  }
+  get size(): number {
+    return this.keys.size;
+  }
+}
+
+export class DriverService {
+  constructor(private readonly d: ServiceDeps) {}
+
+  async setUpPod(req: PodRequest): Promise<PodResponse> {
+    let version = req.cni_version || "";
+    return this.observe<PodResponse>(
+      "ADD",
+      req,
+      async () => {
+        const r = resolvePodRequest(req, "ADD");
+        const list = this.network(r.network);
+        version = r.cniVersion ?? list.cniVersion;
+        this.requireReady();
+        const result = await this.d.locks.run(
+          attachmentKey(r.attachment.containerId, r.attachment.ifName),
+          () => this.d.executor.add(list, r.attachment),
+        );
+        this.d.attachments.add(list.name, r.attachment.containerId, r.attachment.ifName);
+        const out = convertResult(result, r.cniVersion ?? list.cniVersion);
+        return {
+          error: null,
+          cni_version: out.cniVersion,
+          result_json: formatResult(out),
+          result: toWireResult(result),
+        };
+      },
+      (error) => ({ error, cni_version: version || "", result_json: "", result: null }),
+    );
+  }
+
+  async tearDownPod(req: PodRequest): Promise<ErrorOnlyResponse> {
+    return this.observe<ErrorOnlyResponse>(
+      "DEL",
+      req,
+      async () => {
+        const r = resolvePodRequest(req, "DEL");
+        const cfg = this.d.config.current();
+        const name = r.network || cfg?.defaultNetwork;
+        if (!name)
+          throw notReady([
+            "no valid network configuration loaded, and the request names no network",
+          ]);
+        // A network gone from the config is still torn down from its cached config.
+        const list = cfg?.networks.get(name);
+        await this.d.locks.run(attachmentKey(r.attachment.containerId, r.attachment.ifName), () =>
+          this.d.executor.del(list, name, r.attachment),
+        );
+        this.d.attachments.remove(name, r.attachment.containerId, r.attachment.ifName);
+        return { error: null };
+      },
+      (error) => ({ error }),
+    );
+  }
+
+  async checkPod(req: PodRequest): Promise<ErrorOnlyResponse> {
+    return this.observe<ErrorOnlyResponse>(
+      "CHECK",
+      req,
+      async () => {
+        const r = resolvePodRequest(req, "CHECK");
+        const list = this.network(r.network);
+        if (r.cniVersion && !versionAtLeast(r.cniVersion, "0.4.0")) {
+          throw new CniError(
+            ErrorCode.IncompatibleVersion,
+            `configuration version "${r.cniVersion}" does not support the CHECK command`,
+          );
+        }
+        await this.d.locks.run(attachmentKey(r.attachment.containerId, r.attachment.ifName), () =>
+          this.d.executor.check(list, r.attachment),
+        );
+        return { error: null };
+      },
+      (error) => ({ error }),
+    );
+  }
+
+  async cniStatus(req: CniStatusRequest): Promise<CniStatusResponse> {
+    const cfg = this.d.config.current();
+    const lastError = this.d.config.lastError();
+    const base: CniStatusResponse = {
+      error: null,
+      ready: false,
+      not_ready_reasons: [],
+      config: cfg ? activeConfig(cfg) : null,
+      last_config_error: lastError
+        ? {
+            message: lastError.message,
+            at_unix_ms: lastError.at.getTime(),
+            source: lastError.source,
+          }
+        : null,
+      supported_cni_versions: [...SUPPORTED_VERSIONS],
+      driver_version: this.d.driverVersion,
+      attachments: this.d.attachments.size,
+      api_version: API_VERSION,
+    };
+    return this.observe<CniStatusResponse>(
+      "STATUS",
+      undefined,
+      async () => {
+        requireApiVersion(req.api_version);
+        const reasons = this.d.notReadyReasons();
+        base.not_ready_reasons = reasons;
+        base.ready = reasons.length === 0;
+        if (!base.ready) {
+          throw new CniError(
+            ErrorCode.PluginNotAvailable,
+            `cni-driver cannot serve ADD: ${reasons.join("; ")}`,
+          );
+        }
+        const list = this.network(req.network);
+        await this.d.executor.status(list).catch((err) => {
+          const e = CniError.from(err);
+          // A plugin's own STATUS answer (50/51) passes through; anything else means "cannot serve".
+          throw e.code === 50 || e.code === 51
+            ? e
+            : new CniError(ErrorCode.PluginNotAvailable, e.message, e.details);
+        });
+        return base;
+      },
+      (error) => ({ ...base, error }),
+    );
+  }
+
+  async garbageCollect(req: GarbageCollectRequest): Promise<GarbageCollectResponse> {
+    return this.observe<GarbageCollectResponse>(
+      "GC",
+      undefined,
+      async () => {
+        requireApiVersion(req.api_version);
+        const errors: CniError[] = [];
+        let removed = 0;
+        await this.d.locks.exclusive(async () => {
+          for (const n of req.networks) {
+            const list = this.network(n.network);
+            const valid = n.valid_attachments.map((a) => ({
+              containerId: a.container_id,
+              ifName: a.ifname,
+            }));
+            const out = await this.d.executor.gc(list, valid);
+            removed += out.removed;
+            errors.push(...out.errors);
+            for (const gone of out.removedAttachments)
+              this.d.attachments.remove(list.name, gone.containerId, gone.ifName);
+          }
+        });
+        const wire = errors.map(toWireError);
+        return { error: wire[0] ?? null, errors: wire, removed_attachments: removed };
+      },
+      (error) => ({ error, errors: [error], removed_attachments: 0 }),
+    );
+  }
+
+  private network(name: string): NetworkConfigList {
+    const cfg = this.d.config.current();
+    if (!cfg) {
+      throw notReady([this.d.config.lastError()?.message ?? "no network configuration loaded yet"]);
+    }
+    const want = name || cfg.defaultNetwork;
+    const list = cfg.networks.get(want);
+    if (!list) {
+      throw new CniError(
+        ErrorCode.InvalidNetworkConfig,
+        `no network named "${want}" in the driver's configuration (networks: ${[...cfg.networks.keys()].join(", ")})`,
+      );
+    }
+    return list;
+  }
+
+  private requireReady(): void {
+    const reasons = this.d.notReadyReasons();
+    if (reasons.length > 0) throw notReady(reasons);
+  }
+
+  /** Times the call, logs one line and counts it, and turns any failure into the response's CNI error. */
+  private async observe<T>(
+    verb: string,
+    req: PodRequest | undefined,
+    fn: () => Promise<T>,
+    onError: (e: WireCniError) => T,
+  ): Promise<T> {
+    const start = performance.now();
+    let error: CniError | undefined;
+    let out: T;
+    try {
+      out = await fn();
+      const wireErr = (out as { error?: WireCniError | null }).error;
+      if (wireErr && wireErr.code !== 0)
+        error = new CniError(wireErr.code, wireErr.msg, wireErr.details);
+    } catch (err) {
+      error = CniError.from(err);
+      out = onError(toWireError(error));
+    }
+    const durationMs = performance.now() - start;
+    this.d.metrics.recordCall(verb, error ? "error" : "ok", durationMs / 1000, error?.code);
+    logCall(this.d.logger, {
+      verb,
+      containerId: req?.container_id || undefined,
+      ifName: req?.ifname || undefined,
+      network: req?.network || undefined,
+      durationMs,
+      outcome: error ? "error" : "ok",
+      code: error?.code,
+      msg: error?.message,
+    });
+    return out;
+  }
+}
+
+function notReady(reasons: string[]): CniError {
+  return new CniError(ErrorCode.TryAgainLater, `cni-driver is not ready: ${reasons.join("; ")}`);
+}
+
+export function toWireError(e: CniError): WireCniError {
+  return { code: e.code, msg: e.message, details: e.details };
+}
+
+function activeConfig(cfg: DriverConfig): CniStatusResponse["config"] {
+  return {
+    networks: [...cfg.networks.keys()],
+    default_network: cfg.defaultNetwork,
+    source: cfg.source,
+    content_hash: cfg.contentHash,
+    generation: cfg.generation,
+    loaded_at_unix_ms: cfg.loadedAt.getTime(),
+  };
+}
+
+/** The typed result (always the 1.x shape, which holds the most). */
+export function toWireResult(result: AnyResult): WireResult {
+  const r = toResult100(result);
+  return {
+    interfaces: (r.interfaces ?? []).map((i) => ({
+      name: i.name,
+      mac: i.mac ?? "",
+      sandbox: i.sandbox ?? "",
+      ...(i.mtu !== undefined ? { mtu: i.mtu } : {}),
+      socket_path: i.socketPath ?? "",
+      pci_id: i.pciID ?? "",
+    })),
+    ips: (r.ips ?? []).map((ip) => ({
+      address: ip.address,
+      gateway: ip.gateway ?? "",
+      ...(ip.interface !== undefined ? { interface: ip.interface } : {}),
+    })),
+    routes: (r.routes ?? []).map((rt) => ({
+      dst: rt.dst,
+      gw: rt.gw ?? "",
+      ...(rt.mtu !== undefined ? { mtu: rt.mtu } : {}),
+      ...(rt.advmss !== undefined ? { advmss: rt.advmss } : {}),
+      ...(rt.priority !== undefined ? { priority: rt.priority } : {}),
+      ...(rt.table !== undefined ? { table: rt.table } : {}),
+      ...(rt.scope !== undefined ? { scope: rt.scope } : {}),
+    })),
+    dns: r.dns
+      ? {
+          nameservers: r.dns.nameservers ?? [],
+          domain: r.dns.domain ?? "",
+          search: r.dns.search ?? [],
+          options: r.dns.options ?? [],
+        }
+      : null,
+  };
+}

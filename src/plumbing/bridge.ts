@@ -1,0 +1,43 @@
+/** The per-node Linux bridge of the kernel datapath: it holds the gateway addresses and the host veths. */
+import { IpCommandError, ipBatch } from "./ip-batch.js";
+import { showLink } from "./pod-interface.js";
+
+/**
+ * Makes sure the bridge exists, is up and carries each gateway address (idempotent:
+ * `addr replace`). Several networks may share one bridge, each adding its gateway.
+ */
+export async function ensureBridge(
+  name: string,
+  gatewayCidrs: readonly string[],
+  mtu?: number,
+): Promise<void> {
+  const link = await showLink(name);
+  const cmds: string[] = [];
+  if (!link) cmds.push(`link add ${name}${mtu ? ` mtu ${mtu}` : ""} type bridge`);
+  else if (link.linkinfo?.info_kind && link.linkinfo.info_kind !== "bridge") {
+    throw new IpCommandError(
+      `link show ${name}`,
+      `exists but is a ${link.linkinfo.info_kind}, not a bridge`,
+      undefined,
+    );
+  }
+  for (const cidr of gatewayCidrs) cmds.push(`addr replace ${cidr} dev ${name}`);
+  cmds.push(`link set ${name} up`);
+  try {
+    await ipBatch(cmds);
+  } catch (err) {
+    // Two networks ensuring the same bridge at once: the loser sees "File exists".
+    if (err instanceof IpCommandError && err.exists && !link)
+      return ensureBridge(name, gatewayCidrs, mtu);
+    throw err;
+  }
+}
+
+/** Removes the bridge (tests and uninstall); missing is fine. */
+export async function deleteBridge(name: string): Promise<void> {
+  try {
+    await ipBatch([`link del ${name}`]);
+  } catch (err) {
+    if (!(err instanceof IpCommandError && err.notFound)) throw err;
+  }
+}

@@ -1,0 +1,57 @@
+/** Test network namespaces: unique names, created with iproute2, always removed. */
+import { execFileSync, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+
+/** A short random tag for names that must not collide with other runs on the machine. */
+export function uniqueTag(bytes = 3): string {
+  return randomBytes(bytes).toString("hex");
+}
+
+export interface TestNetns {
+  name: string;
+  path: string;
+}
+
+export function createNetns(name: string): TestNetns {
+  execFileSync("ip", ["netns", "add", name]);
+  return { name, path: `/run/netns/${name}` };
+}
+
+export function deleteNetns(name: string): void {
+  spawnSync("ip", ["netns", "del", name], { stdio: "ignore" });
+}
+
+/** Every netns whose name starts with `prefix` (to clean up after a failed test). */
+export function listNetns(prefix: string): string[] {
+  const out = spawnSync("ip", ["netns", "list"], { encoding: "utf8" }).stdout ?? "";
+  return out
+    .split("\n")
+    .map((l) => l.split(" ")[0] ?? "")
+    .filter((n) => n.startsWith(prefix));
+}
+
+/** Runs a command inside the netns; returns its exit status and output. */
+export function execIn(
+  ns: TestNetns,
+  cmd: string[],
+  timeoutMs = 10_000,
+): { status: number; stdout: string; stderr: string } {
+  const r = spawnSync("ip", ["netns", "exec", ns.name, ...cmd], {
+    encoding: "utf8",
+    timeout: timeoutMs,
+  });
+  return { status: r.status ?? -1, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
+}
+
+/** Links in the host netns whose name starts with `prefix`. */
+export function listHostLinks(prefix: string): string[] {
+  const out = spawnSync("ip", ["-o", "link", "show"], { encoding: "utf8" }).stdout ?? "";
+  return out
+    .split("\n")
+    .map((l) => (l.split(": ")[1] ?? "").split("@")[0] ?? "")
+    .filter((n) => n.startsWith(prefix));
+}
+
+export function deleteHostLink(name: string): void {
+  spawnSync("ip", ["link", "del", name], { stdio: "ignore" });
+}
