@@ -3,6 +3,7 @@
  * network namespace. A pod costs two of these on the hot path (one inside its
  * netns, one in the host) instead of eight separate `ip` execs.
  */
+import { netnsName } from "./netns.js";
 import { run } from "./run.js";
 
 export const IP_BIN = process.env.CNI_DRIVER_IP_BIN ?? "ip";
@@ -57,11 +58,14 @@ export async function ipBatch(
     "-batch",
     "-",
   ];
-  // `ip -n` only takes names under /run/netns; runtimes hand us any nsfs path
-  // (/proc/<pid>/ns/net, /var/run/netns/cni-…), which nsenter enters directly.
-  const [file, args] = opts.netns
-    ? [NSENTER_BIN, [`--net=${opts.netns}`, IP_BIN, ...ipArgs]]
-    : [IP_BIN, ipArgs];
+  // `ip -n` takes only names under /run/netns (and saves an exec); runtimes may
+  // hand us any nsfs path (/proc/<pid>/ns/net, bind mounts), which nsenter enters.
+  const name = opts.netns ? netnsName(opts.netns) : undefined;
+  const [file, args] = !opts.netns
+    ? [IP_BIN, ipArgs]
+    : name
+      ? [IP_BIN, ["-n", name, ...ipArgs]]
+      : [NSENTER_BIN, [`--net=${opts.netns}`, IP_BIN, ...ipArgs]];
   const res = await run(file, args, `${commands.join("\n")}\n`, opts.timeoutMs);
   if (res.code !== 0) throw batchError(commands, res.stderr, opts.netns);
   return res.stdout.split("\n").filter((l) => l.length > 0);

@@ -14,3 +14,8 @@ export async function netnsExists(path: string | undefined): Promise<boolean> {
     return false;
   }
 }
+
+/** The name of a netns under /run/netns (what `ip -n` takes); undefined for any other path. */
+export function netnsName(path: string): string | undefined {
+  return /^(?:\/var)?\/run\/netns\/([^/]+)$/.exec(path)?.[1];
+}

@@ -1,10 +1,10 @@
 /**
  * A pod's veth pair: the container end named as the runtime asked, inside the
  * pod's netns, with its addresses and routes; the host end in the host netns.
- * Two `ip -batch` execs set a pod up; one tears it down.
+ * Two `ip -batch` execs set a pod up (the first can overlap IPAM); one tears it down.
  */
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
-import { netnsExists } from "./netns.js";
+import { netnsExists, netnsName } from "./netns.js";
 
 export interface PodAddress {
   /** CIDR with host bits, e.g. "10.1.0.5/24". */
@@ -16,15 +16,13 @@ export interface PodRoute {
   gw?: string;
 }
 
-export interface PodInterfaceSpec {
+export interface VethSpec {
   netns: string;
   ifName: string;
   hostIfName: string;
   mtu: number;
   containerMac: string;
   hostMac: string;
-  addresses: readonly PodAddress[];
-  routes: readonly PodRoute[];
 }
 
 export interface HostAttachment {
@@ -33,40 +31,42 @@ export interface HostAttachment {
 }
 
 /**
- * Creates the pair from inside the netns, moving the host end out to our own
- * netns (identified by our pid, which nsenter leaves in place), then configures
- * the container end. If any step fails the pair is removed before the error is
- * returned, so a failed ADD leaves no link behind.
+ * How `ip link … netns X` can name the pod's namespace: a name under /run/netns,
+ * or the pid of /proc/<pid>/ns/net. Other nsfs paths (bind mounts elsewhere) have
+ * no such name; the pair is then created from inside the namespace instead.
  */
-export async function createPodInterface(
-  spec: PodInterfaceSpec,
-  host: HostAttachment,
-): Promise<void> {
-  const inNetns = [
-    `link add ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} type veth peer name ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac} netns ${process.pid}`,
-    ...spec.addresses.map((a) => `addr add ${a.cidr} dev ${spec.ifName}`),
-    `link set ${spec.ifName} up`,
-    "link set lo up",
-    ...spec.routes.map((r) => `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${spec.ifName}`),
-  ];
-  try {
-    await ipBatch(inNetns, { netns: spec.netns });
-  } catch (err) {
-    // The first command creates the pair; a later failure leaves it behind.
-    if (err instanceof IpCommandError && !err.command.startsWith("link add")) {
-      await deletePodInterface({
-        netns: spec.netns,
-        ifName: spec.ifName,
-        hostIfName: spec.hostIfName,
-      });
-    }
-    throw err;
+export function netnsLinkRef(path: string): string | undefined {
+  const named = netnsName(path);
+  if (named) return named;
+  const byPid = /^\/proc\/(\d+)\/ns\/net$/.exec(path);
+  return byPid ? byPid[1] : undefined;
+}
+
+/**
+ * Phase 1: the veth pair, its host end up (on the bridge when asked) and its
+ * container end, named as the runtime asked, inside the pod's netns — down and
+ * without addresses, so it can run while IPAM is still choosing them. One exec
+ * from the host for a nameable netns. On failure nothing is left behind.
+ */
+export async function createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
+  const ref = netnsLinkRef(spec.netns);
+  const master = host.bridge ? ` master ${host.bridge}` : "";
+  if (ref !== undefined) {
+    await ipBatch([
+      `link add ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac}${master} up type veth peer name ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} netns ${ref}`,
+    ]);
+    return;
   }
-  const onHost = host.bridge
-    ? [`link set ${spec.hostIfName} master ${host.bridge} up`]
-    : [`link set ${spec.hostIfName} up`];
+  // Created inside the netns, the host end moved out to our own netns (named by
+  // our pid, which nsenter leaves in place); then attached from the host.
+  await ipBatch(
+    [
+      `link add ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} type veth peer name ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac} netns ${process.pid}`,
+    ],
+    { netns: spec.netns },
+  );
   try {
-    await ipBatch(onHost);
+    await ipBatch([`link set ${spec.hostIfName}${master} up`]);
   } catch (err) {
     await deletePodInterface({
       netns: spec.netns,
@@ -75,6 +75,31 @@ export async function createPodInterface(
     });
     throw err;
   }
+}
+
+export interface ContainerSideSpec {
+  netns: string;
+  ifName: string;
+  addresses: readonly PodAddress[];
+  routes: readonly PodRoute[];
+}
+
+/**
+ * Phase 2, once IPAM has answered: addresses, the interface and lo up, routes.
+ * One exec inside the netns. The caller removes the pair if it fails.
+ */
+export async function configureContainerSide(spec: ContainerSideSpec): Promise<void> {
+  await ipBatch(
+    [
+      ...spec.addresses.map((a) => `addr add ${a.cidr} dev ${spec.ifName}`),
+      `link set ${spec.ifName} up`,
+      "link set lo up",
+      ...spec.routes.map(
+        (r) => `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${spec.ifName}`,
+      ),
+    ],
+    { netns: spec.netns },
+  );
 }
 
 export interface PodInterfaceRef {

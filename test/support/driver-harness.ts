@@ -5,11 +5,14 @@
  * paths or each other. `cleanup()` removes everything, even after a failure.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DriverClient } from "../../src/driver/client.js";
-import type { CniStatusResponse } from "../../src/wire/types.js";
+import { hostVethName, podVethKey } from "../../src/midonet/host-veth-name.js";
+import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";
 import { writeConfigMapDir } from "./configmap-dir.js";
 import { deleteHostLink, deleteNetns, listNetns, uniqueTag } from "./netns.js";
 import { REFERENCE_PLUGIN_DIR } from "./requirements.js";
@@ -39,8 +42,11 @@ export class DriverHarness {
   readonly network = "pod-network";
   readonly subnet: string;
   readonly gateway: string;
+  /** The Kubernetes namespace of the harness's pods (their host veth names derive from it). */
+  readonly podNamespace = "default";
   private child: ChildProcess | undefined;
   private stderr = "";
+  private health = "";
   client: DriverClient;
 
   constructor(readonly opts: HarnessOptions) {
@@ -86,8 +92,95 @@ export class DriverHarness {
     return `pod-${this.tag}-${i}`;
   }
 
+  /** The sandbox id of pod `i`: carries the tag, so host-wide state (iptables) can be traced to this run. */
+  containerId(i: number | string): string {
+    return `cdt${this.tag}ctr${i}`;
+  }
+
+  /** `/run/netns/<netnsName(i)>`, the netns path a runtime would pass. */
+  netnsPath(i: number | string): string {
+    return `/run/netns/${this.netnsName(i)}`;
+  }
+
+  /** A SetUpPod/TearDownPod/CheckPod request for pod `i` (eth0 in netns `i`), fields overridable. */
+  podRequest(i: number | string, overrides: Partial<PodRequest> = {}): Partial<PodRequest> {
+    return {
+      container_id: this.containerId(i),
+      netns: this.netnsPath(i),
+      ifname: "eth0",
+      pod: { namespace: this.podNamespace, name: this.podName(i), uid: "" },
+      ...overrides,
+    };
+  }
+
+  /** The host end of pod `i`'s veth, as the built-in plugin names it. */
+  hostVeth(i: number | string, ifName = "eth0"): string {
+    return hostVethName(
+      podVethKey({ namespace: this.podNamespace, name: this.podName(i) }, this.containerId(i), ifName),
+    );
+  }
+
+  /** host-local's lease files of the harness network: one per address handed out. */
+  leases(network = this.network): string[] {
+    return listDir(join(this.dataDir, network)).filter(
+      (n) => n !== "lock" && !n.startsWith("last_reserved_ip"),
+    );
+  }
+
+  /** The driver's result cache files (libcni layout: `<cacheDir>/results/<net>-<id>-<if>`). */
+  cacheFiles(): string[] {
+    return listDir(join(this.cacheDir, "results"));
+  }
+
+  /** The interfaces enslaved to the harness bridge (the pods' host veths). */
+  bridgePorts(): string[] {
+    const out =
+      spawnSync("ip", ["-o", "link", "show", "master", this.bridge], { encoding: "utf8" }).stdout ??
+      "";
+    return out
+      .split("\n")
+      .map((line) => (line.split(": ")[1] ?? "").split("@")[0] ?? "")
+      .filter(Boolean);
+  }
+
+  /** The driver's health/metrics address ("127.0.0.1:<port>"), chosen free before each start. */
+  get healthAddress(): string {
+    return this.health;
+  }
+
+  /** GET on the health server (`/metrics`, `/readyz`, `/livez`): status and body. */
+  async httpGet(path: string, timeoutMs = 5000): Promise<{ status: number; body: string }> {
+    if (!this.health) throw new Error("the driver is not running");
+    const i = this.health.lastIndexOf(":");
+    const host = this.health.slice(0, i);
+    const port = Number(this.health.slice(i + 1));
+    return new Promise((resolve, reject) => {
+      const req = http.get({ host, port, path, agent: false, timeout: timeoutMs }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => {
+          body += c;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on("timeout", () => req.destroy(new Error(`GET ${path}: no answer in ${timeoutMs} ms`)));
+      req.on("error", reject);
+    });
+  }
+
+  /** One sample of the driver's /metrics, e.g. `metric("cni_driver_config_reload_errors_total")`. */
+  async metric(name: string): Promise<number | undefined> {
+    const { body } = await this.httpGet("/metrics");
+    for (const line of body.split("\n")) {
+      const [key, value] = line.split(" ");
+      if (key === name && value !== undefined) return Number(value);
+    }
+    return undefined;
+  }
+
   async start(): Promise<void> {
     this.stderr = "";
+    this.health = `127.0.0.1:${await freePort()}`;
     const args = [
       "--import",
       "tsx",
@@ -108,7 +201,7 @@ export class DriverHarness {
       "--pod-cidr",
       this.subnet,
       "--health-addr",
-      "127.0.0.1:0",
+      this.health,
       "--log-level",
       process.env.CNI_DRIVER_TEST_LOG ?? "warn",
       ...(this.opts.extraFlags ?? []),
@@ -175,6 +268,7 @@ export class DriverHarness {
     const code = await exited;
     clearTimeout(timer);
     this.child = undefined;
+    this.health = "";
     return code;
   }
 
@@ -186,16 +280,59 @@ export class DriverHarness {
     await this.kill().catch(() => {});
     this.client.close();
     // Host veths left on our bridge, then the bridge, then our namespaces.
-    const ports =
-      spawnSync("ip", ["-o", "link", "show", "master", this.bridge], { encoding: "utf8" }).stdout ??
-      "";
-    for (const line of ports.split("\n")) {
-      const name = (line.split(": ")[1] ?? "").split("@")[0];
-      if (name) deleteHostLink(name);
-    }
+    for (const name of this.bridgePorts()) deleteHostLink(name);
     deleteHostLink(this.bridge);
     for (const ns of listNetns(this.netnsPrefix)) deleteNetns(ns);
+    removePortmapRules(`cdt${this.tag}ctr`);
     rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** A TCP port nobody listens on now (the kernel's pick for port 0). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** `iptables -t nat -S` lines that mention `needle` (portmap comments carry the container id). */
+export function natRulesMentioning(needle: string): string[] {
+  const out = spawnSync("iptables", ["-w", "-t", "nat", "-S"], { encoding: "utf8" }).stdout ?? "";
+  return out.split("\n").filter((l) => l.includes(needle));
+}
+
+/**
+ * After a failed test: the portmap rules of this run's containers, and the
+ * per-container CNI-DN-* chains they jump to. The shared CNI-HOSTPORT-* chains
+ * stay, as portmap itself leaves them.
+ */
+function removePortmapRules(containerIdPrefix: string): void {
+  const chains = new Set<string>();
+  for (const rule of natRulesMentioning(containerIdPrefix)) {
+    if (!rule.startsWith("-A ")) continue;
+    const target = /-j (CNI-DN-[0-9a-f]+)/.exec(rule)?.[1];
+    if (target) chains.add(target);
+    const args = rule.slice(3).match(/"[^"]*"|\S+/g) ?? [];
+    spawnSync("iptables", ["-w", "-t", "nat", "-D", ...args.map((a) => a.replace(/^"|"$/g, ""))], {
+      stdio: "ignore",
+    });
+  }
+  for (const chain of chains) {
+    spawnSync("iptables", ["-w", "-t", "nat", "-F", chain], { stdio: "ignore" });
+    spawnSync("iptables", ["-w", "-t", "nat", "-X", chain], { stdio: "ignore" });
   }
 }
 

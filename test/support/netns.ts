@@ -55,3 +55,47 @@ export function listHostLinks(prefix: string): string[] {
 export function deleteHostLink(name: string): void {
   spawnSync("ip", ["link", "del", name], { stdio: "ignore" });
 }
+
+/** What `ip -j addr show dev <ifName>` reports for one interface inside a netns. */
+export interface NetnsLink {
+  ifname: string;
+  mtu: number;
+  address: string;
+  /** "10.244.0.2/24" for each IPv4 address. */
+  ipv4: string[];
+}
+
+/** The interface `ifName` inside the netns, or undefined when it does not exist. */
+export function linkIn(ns: TestNetns | string, ifName: string): NetnsLink | undefined {
+  const name = typeof ns === "string" ? ns : ns.name;
+  const r = spawnSync("ip", ["-j", "-n", name, "addr", "show", "dev", ifName], {
+    encoding: "utf8",
+  });
+  if (r.status !== 0) return undefined;
+  const parsed = JSON.parse(r.stdout || "[]") as Array<{
+    ifname: string;
+    mtu: number;
+    address: string;
+    addr_info?: Array<{ family: string; local: string; prefixlen: number }>;
+  }>;
+  const link = parsed[0];
+  if (!link) return undefined;
+  return {
+    ifname: link.ifname,
+    mtu: link.mtu,
+    address: link.address,
+    ipv4: (link.addr_info ?? [])
+      .filter((a) => a.family === "inet")
+      .map((a) => `${a.local}/${a.prefixlen}`),
+  };
+}
+
+/** One ICMP echo from inside the netns (`ping -c1 -W2`); true when answered. */
+export function pingFrom(ns: TestNetns | string, address: string): boolean {
+  const name = typeof ns === "string" ? ns : ns.name;
+  const r = spawnSync("ip", ["netns", "exec", name, "ping", "-c1", "-W2", "-n", address], {
+    stdio: "ignore",
+    timeout: 10_000,
+  });
+  return r.status === 0;
+}

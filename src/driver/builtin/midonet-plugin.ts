@@ -18,7 +18,8 @@ import { ensureBridge } from "../../plumbing/bridge.js";
 import { IpCommandError } from "../../plumbing/ip-batch.js";
 import { normalizeMac, randomMac } from "../../plumbing/mac.js";
 import {
-  createPodInterface,
+  configureContainerSide,
+  createVethPair,
   deletePodInterface,
   inspectPodInterface,
   type PodRoute,
@@ -68,20 +69,7 @@ export function readMidonetConfig(conf: Record<string, unknown>): MidonetPluginC
 }
 
 export function createMidonetPlugin(): BuiltinPlugin {
-  // One bridge set-up per bridge+gateways, shared by concurrent ADDs; forgotten on failure.
-  const bridges = new Map<string, Promise<void>>();
-  const ensureBridgeOnce = (name: string, gateways: string[], mtu: number) => {
-    const key = `${name} ${gateways.join(",")}`;
-    let p = bridges.get(key);
-    if (!p) {
-      p = ensureBridge(name, gateways, mtu).catch((err) => {
-        bridges.delete(key);
-        throw err;
-      });
-      bridges.set(key, p);
-    }
-    return p;
-  };
+  const bridges = new BridgeCache();
 
   return {
     validate(conf) {
@@ -91,7 +79,7 @@ export function createMidonetPlugin(): BuiltinPlugin {
       const conf = readMidonetConfig(inv.config);
       switch (inv.command) {
         case "ADD":
-          return add(inv, conf, delegate, ensureBridgeOnce);
+          return add(inv, conf, delegate, bridges);
         case "DEL":
           await del(inv, conf, delegate);
           return undefined;
@@ -155,13 +143,50 @@ async function add(
   inv: PluginInvocation,
   conf: MidonetPluginConfig,
   delegate: RunPlugin,
-  ensureBridgeOnce: (name: string, gateways: string[], mtu: number) => Promise<void>,
+  bridges: BridgeCache,
 ): Promise<unknown> {
   const { containerId, netns, ifName } = required(inv);
   const cniVersion = requireSupportedVersion(inv.config.cniVersion);
-  const ipamOut = await delegate({ ...inv, type: conf.ipam.type });
+  const veth = {
+    netns,
+    ifName,
+    hostIfName: hostNameFor(inv),
+    mtu: conf.mtu,
+    containerMac: containerMacFor(inv),
+    hostMac: randomMac(),
+  };
+  const bridge = conf.datapath === "kernel" ? conf.bridge : undefined;
+  // IPAM (an exec of host-local) and the veth pair (an exec of ip) overlap: the
+  // pair needs no address until phase 2.
+  const [ipamOut, pair] = await Promise.allSettled([
+    delegate({ ...inv, type: conf.ipam.type }),
+    (async () => {
+      if (bridge) await bridges.exists(bridge, conf.mtu);
+      await createVethPair(veth, { bridge });
+    })(),
+  ]);
+  const undo = async (ipamAllocated: boolean) => {
+    if (pair.status === "fulfilled") {
+      await deletePodInterface({
+        netns,
+        ifName,
+        hostIfName: veth.hostIfName,
+        hostMac: veth.hostMac,
+      }).catch(() => false);
+    }
+    // Give the address back before answering: the runtime may never call DEL.
+    if (ipamAllocated)
+      await delegate({ ...inv, type: conf.ipam.type, command: "DEL" }).catch(() => undefined);
+  };
+  if (ipamOut.status === "rejected" || pair.status === "rejected") {
+    await undo(ipamOut.status === "fulfilled");
+    if (pair.status === "rejected") bridges.forget();
+    const err =
+      ipamOut.status === "rejected" ? ipamOut.reason : (pair as PromiseRejectedResult).reason;
+    throw plumbingError(err, `setting up ${ifName} in ${netns} for ${containerId}`);
+  }
   try {
-    const ipam = toResult100(parseResult(ipamOut));
+    const ipam = toResult100(parseResult(ipamOut.value, cniVersion));
     const ips = ipam.ips ?? [];
     if (ips.length === 0) {
       throw new CniError(
@@ -173,31 +198,24 @@ async function add(
       ipam.routes && ipam.routes.length > 0
         ? ipam.routes.map((r) => ({ ...r, gw: r.gw ?? gatewayForFamily(ips, r.dst) }))
         : defaultRoutes(ips);
-    const hostIfName = hostNameFor(inv);
-    const containerMac = containerMacFor(inv);
-    const hostMac = randomMac();
-    if (conf.datapath === "kernel") {
-      const gateways = ips.map((ip) => `${gatewayOf(ip)}/${parseCidr(ip.address)!.prefix}`);
-      await ensureBridgeOnce(conf.bridge, gateways, conf.mtu);
+    if (bridge) {
+      await bridges.gateways(
+        bridge,
+        ips.map((ip) => `${gatewayOf(ip)}/${parseCidr(ip.address)!.prefix}`),
+        conf.mtu,
+      );
     }
-    await createPodInterface(
-      {
-        netns,
-        ifName,
-        hostIfName,
-        mtu: conf.mtu,
-        containerMac,
-        hostMac,
-        addresses: ips.map((ip) => ({ cidr: ip.address })),
-        routes: routes.map((r): PodRoute => ({ dst: r.dst, gw: r.gw })),
-      },
-      conf.datapath === "kernel" ? { bridge: conf.bridge } : {},
-    );
+    await configureContainerSide({
+      netns,
+      ifName,
+      addresses: ips.map((ip) => ({ cidr: ip.address })),
+      routes: routes.map((r): PodRoute => ({ dst: r.dst, gw: r.gw })),
+    });
     const result: Result100 = {
       cniVersion: "1.1.0",
       interfaces: [
-        { name: hostIfName, mac: hostMac },
-        { name: ifName, mac: containerMac, sandbox: netns, mtu: conf.mtu },
+        { name: veth.hostIfName, mac: veth.hostMac },
+        { name: ifName, mac: veth.containerMac, sandbox: netns, mtu: conf.mtu },
       ],
       ips: ips.map((ip) => ({ address: ip.address, gateway: gatewayOf(ip), interface: 1 })),
       routes,
@@ -205,9 +223,41 @@ async function add(
     };
     return convertResult(result, cniVersion);
   } catch (err) {
-    // Give the address back before answering: the runtime may never call DEL.
-    await delegate({ ...inv, type: conf.ipam.type, command: "DEL" }).catch(() => undefined);
+    await undo(true);
     throw plumbingError(err, `setting up ${ifName} in ${netns} for ${containerId}`);
+  }
+}
+
+/**
+ * The node's bridge is set up once and then trusted: one promise per bridge for
+ * its existence, one per gateway set for its addresses, shared by concurrent ADDs.
+ * Forgotten on any failure, so a bridge removed behind our back is made again.
+ */
+export class BridgeCache {
+  private readonly done = new Map<string, Promise<void>>();
+
+  exists(name: string, mtu: number): Promise<void> {
+    return this.once(name, () => ensureBridge(name, [], mtu));
+  }
+
+  gateways(name: string, cidrs: string[], mtu: number): Promise<void> {
+    return this.once(`${name} ${cidrs.join(",")}`, () => ensureBridge(name, cidrs, mtu));
+  }
+
+  forget(): void {
+    this.done.clear();
+  }
+
+  private once(key: string, make: () => Promise<void>): Promise<void> {
+    let p = this.done.get(key);
+    if (!p) {
+      p = make().catch((err) => {
+        this.done.delete(key);
+        throw err;
+      });
+      this.done.set(key, p);
+    }
+    return p;
   }
 }
 
@@ -223,16 +273,18 @@ async function del(
   delegate: RunPlugin,
 ): Promise<void> {
   const ifName = inv.ifName ?? "";
-  // IPAM first (as ptp does): if it fails the runtime retries DEL with the link still known.
-  await delegate({ ...inv, type: conf.ipam.type });
   const prev = prevResultOf(inv);
   const hostIfName = hostNameFor(inv);
   const hostMac = prev?.interfaces?.find((i) => i.name === hostIfName && !i.sandbox)?.mac;
-  try {
-    await deletePodInterface({ netns: inv.netns, ifName, hostIfName, hostMac });
-  } catch (err) {
-    throw plumbingError(err, `removing ${ifName} of ${inv.containerId}`);
-  }
+  // Both are idempotent and independent, so they overlap; IPAM's error wins, and
+  // the runtime's retry of DEL finds the link already gone.
+  const [ipam, link] = await Promise.allSettled([
+    delegate({ ...inv, type: conf.ipam.type }),
+    deletePodInterface({ netns: inv.netns, ifName, hostIfName, hostMac }),
+  ]);
+  if (ipam.status === "rejected") throw ipam.reason;
+  if (link.status === "rejected")
+    throw plumbingError(link.reason, `removing ${ifName} of ${inv.containerId}`);
 }
 
 async function check(

@@ -1,0 +1,286 @@
+/**
+ * `cni-driver serve` as a real process: pods in real network namespaces on a real
+ * bridge, addresses from the Debian host-local, packets between the namespaces.
+ * Each suite has its own harness (socket, dirs, bridge, subnet) and cleans up after
+ * itself even when a test fails.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { expect } from "chai";
+import type { PodResponse } from "../../src/wire/types.js";
+import { DriverHarness } from "../support/driver-harness.js";
+import {
+  createNetns,
+  deleteNetns,
+  linkIn,
+  listHostLinks,
+  listNetns,
+  pingFrom,
+} from "../support/netns.js";
+import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+
+/** The pod's IPv4 address without its prefix, from a SetUpPod answer. */
+function podIp(res: PodResponse): string {
+  const address = res.result?.ips[0]?.address;
+  if (!address) throw new Error(`no address in ${JSON.stringify(res)}`);
+  return address.split("/")[0] as string;
+}
+
+function expectOk(res: { error: { code: number; msg: string } | null }): void {
+  expect(res.error, JSON.stringify(res.error)).to.satisfy(
+    (e: { code: number } | null) => e === null || e.code === 0,
+  );
+}
+
+/** Pods a test made: torn down and their netns removed after it, whatever happened. */
+class PodTracker {
+  private readonly pods = new Set<number>();
+  constructor(private readonly h: DriverHarness) {}
+
+  async add(i: number): Promise<PodResponse> {
+    createNetns(this.h.netnsName(i));
+    this.pods.add(i);
+    const res = await this.h.client.setUpPod(this.h.podRequest(i));
+    expectOk(res);
+    return res;
+  }
+
+  forget(i: number): void {
+    this.pods.delete(i);
+  }
+
+  async clear(): Promise<void> {
+    for (const i of this.pods) {
+      await this.h.client.tearDownPod(this.h.podRequest(i), { timeoutMs: 10_000 });
+      deleteNetns(this.h.netnsName(i));
+    }
+    this.pods.clear();
+  }
+}
+
+describe("cni-driver serve: pods on a bridge (integration)", function () {
+  this.timeout(30_000);
+  let h: DriverHarness;
+  let pods: PodTracker;
+
+  before(async function () {
+    requireRoot(this);
+    requireReferencePlugins(this, "host-local", "portmap");
+    h = new DriverHarness({ subnetOctet: 10 });
+    pods = new PodTracker(h);
+    await h.writeDefaultConfig();
+    await h.start();
+  });
+
+  afterEach(async () => {
+    await pods?.clear();
+  });
+
+  after(async () => {
+    await h?.cleanup();
+  });
+
+  it("gives two pods addresses in the pod subnet; they ping each other and the gateway", async () => {
+    const a = await pods.add(1);
+    const b = await pods.add(2);
+    const ipA = podIp(a);
+    const ipB = podIp(b);
+    expect(ipA).to.not.equal(ipB);
+    for (const [i, ip] of [
+      [1, ipA],
+      [2, ipB],
+    ] as const) {
+      const link = linkIn(h.netnsName(i), "eth0");
+      expect(link?.ipv4).to.deep.equal([`${ip}/24`]);
+      expect(ip.startsWith("10.244.10.")).to.equal(true);
+    }
+    expect(a.result?.ips[0]?.gateway).to.equal(h.gateway);
+    expect(h.bridgePorts()).to.have.members([h.hostVeth(1), h.hostVeth(2)]);
+
+    expect(pingFrom(h.netnsName(1), ipB), "pod 1 -> pod 2").to.equal(true);
+    expect(pingFrom(h.netnsName(2), ipA), "pod 2 -> pod 1").to.equal(true);
+    expect(pingFrom(h.netnsName(1), h.gateway), "pod 1 -> gateway").to.equal(true);
+    expect(pingFrom(h.netnsName(2), h.gateway), "pod 2 -> gateway").to.equal(true);
+  });
+
+  it("answers SetUpPod with the CNI result JSON in the version asked for", async () => {
+    createNetns(h.netnsName(3));
+    const res = await h.client.setUpPod(h.podRequest(3, { cni_version: "0.4.0" }));
+    pods.forget(3);
+    try {
+      expectOk(res);
+      expect(res.cni_version).to.equal("0.4.0");
+      const json = JSON.parse(res.result_json) as {
+        cniVersion: string;
+        interfaces: Array<{ name: string; sandbox?: string }>;
+        ips: Array<{ version: string; address: string; interface: number }>;
+      };
+      expect(json.cniVersion).to.equal("0.4.0");
+      expect(json.ips[0]?.version).to.equal("4");
+      expect(json.interfaces[json.ips[0]?.interface ?? -1]).to.deep.include({
+        name: "eth0",
+        sandbox: h.netnsPath(3),
+      });
+    } finally {
+      expectOk(await h.client.tearDownPod(h.podRequest(3)));
+      deleteNetns(h.netnsName(3));
+    }
+  });
+
+  it("passes CHECK right after ADD, and fails it with code 101 naming the address once it is gone", async () => {
+    const res = await pods.add(4);
+    expectOk(await h.client.checkPod(h.podRequest(4)));
+
+    const address = res.result?.ips[0]?.address as string;
+    const del = spawnIp(["-n", h.netnsName(4), "addr", "del", address, "dev", "eth0"]);
+    expect(del, "ip addr del").to.equal(0);
+
+    const check = await h.client.checkPod(h.podRequest(4));
+    expect(check.error?.code).to.equal(101);
+    expect(check.error?.msg).to.contain(address);
+  });
+
+  it("succeeds on a second DEL of the same pod", async () => {
+    await pods.add(5);
+    const lease = h.leases();
+    expect(lease).to.have.length(1);
+    expectOk(await h.client.tearDownPod(h.podRequest(5)));
+    expectOk(await h.client.tearDownPod(h.podRequest(5)));
+    expect(h.leases()).to.deep.equal([]);
+    expect(h.cacheFiles()).to.deep.equal([]);
+    expect(listHostLinks(h.hostVeth(5))).to.deep.equal([]);
+  });
+
+  it("succeeds on DEL after the netns vanished, releasing the lease and removing the host veth", async () => {
+    const res = await pods.add(6);
+    const ip = podIp(res);
+    expect(existsSync(join(h.dataDir, h.network, ip))).to.equal(true);
+    expect(h.bridgePorts()).to.include(h.hostVeth(6));
+
+    deleteNetns(h.netnsName(6));
+    expect(listNetns(h.netnsName(6))).to.deep.equal([]);
+    expectOk(await h.client.tearDownPod(h.podRequest(6)));
+
+    expect(existsSync(join(h.dataDir, h.network, ip)), "lease file").to.equal(false);
+    expect(h.leases()).to.deep.equal([]);
+    expect(h.bridgePorts().filter((p) => p.startsWith("mido"))).to.deep.equal([]);
+    expect(listHostLinks(h.hostVeth(6))).to.deep.equal([]);
+    expect(h.cacheFiles()).to.deep.equal([]);
+  });
+
+  it("answers code 7 naming the network for SetUpPod on an unknown network", async () => {
+    createNetns(h.netnsName(7));
+    pods.forget(7);
+    try {
+      const res = await h.client.setUpPod(h.podRequest(7, { network: "no-such-network" }));
+      expect(res.error?.code).to.equal(7);
+      expect(res.error?.msg).to.contain("no-such-network");
+      expect(linkIn(h.netnsName(7), "eth0")).to.equal(undefined);
+      expect(h.leases()).to.deep.equal([]);
+    } finally {
+      deleteNetns(h.netnsName(7));
+    }
+  });
+
+  it("answers code 4 for an invalid container id, and code 1 for api_version 2", async () => {
+    createNetns(h.netnsName(8));
+    try {
+      const badId = await h.client.setUpPod(h.podRequest(8, { container_id: "bad id/../x" }));
+      expect(badId.error?.code).to.equal(4);
+      expect(badId.error?.msg).to.contain("bad id/../x");
+
+      const v2 = await h.client.setUpPod(h.podRequest(8, { api_version: 2 }));
+      expect(v2.error?.code).to.equal(1);
+      expect(v2.error?.msg).to.contain("version 2");
+      const v2status = await h.client.cniStatus({ api_version: 2 });
+      expect(v2status.error?.code).to.equal(1);
+      expect(v2status.api_version).to.equal(1);
+
+      expect(linkIn(h.netnsName(8), "eth0")).to.equal(undefined);
+      expect(h.leases()).to.deep.equal([]);
+    } finally {
+      deleteNetns(h.netnsName(8));
+    }
+  });
+
+  it("counts the live attachments in CniStatus", async () => {
+    const before = await h.client.cniStatus();
+    expectOk(before);
+    expect(before.ready).to.equal(true);
+    expect(before.attachments).to.equal(0);
+    await pods.add(9);
+    await pods.add(10);
+    expect((await h.client.cniStatus()).attachments).to.equal(2);
+    expectOk(await h.client.tearDownPod(h.podRequest(9)));
+    expect((await h.client.cniStatus()).attachments).to.equal(1);
+    expect(await h.metric("cni_driver_attachments")).to.equal(1);
+  });
+
+  it("GC with a valid list that leaves one of two pods out releases exactly that one", async () => {
+    const kept = await pods.add(11);
+    const gone = await pods.add(12);
+    const res = await h.client.garbageCollect({
+      networks: [
+        {
+          network: h.network,
+          valid_attachments: [{ container_id: h.containerId(11), ifname: "eth0" }],
+        },
+      ],
+    });
+    expectOk(res);
+    expect(res.errors).to.deep.equal([]);
+    expect(res.removed_attachments).to.equal(1);
+
+    expect(h.leases()).to.deep.equal([podIp(kept)]);
+    expect(h.bridgePorts()).to.deep.equal([h.hostVeth(11)]);
+    expect(h.cacheFiles()).to.deep.equal([`${h.network}-${h.containerId(11)}-eth0`]);
+    expect(linkIn(h.netnsName(11), "eth0")?.ipv4).to.deep.equal([`${podIp(kept)}/24`]);
+    expect(linkIn(h.netnsName(12), "eth0"), "collected pod's interface").to.equal(undefined);
+    expect(podIp(gone)).to.not.equal(podIp(kept));
+    expect((await h.client.cniStatus()).attachments).to.equal(1);
+  });
+});
+
+describe("cni-driver serve: an ADD failing in a chained plugin (integration)", function () {
+  this.timeout(30_000);
+  let h: DriverHarness;
+
+  before(async function () {
+    requireRoot(this);
+    requireReferencePlugins(this, "host-local", "tuning");
+    h = new DriverHarness({
+      subnetOctet: 11,
+      chain: [{ type: "tuning", sysctl: { "net.ipv4.conf.eth0.no_such_sysctl": "1" } }],
+    });
+    await h.writeDefaultConfig();
+    await h.start();
+  });
+
+  after(async () => {
+    deleteNetns(h?.netnsName(1));
+    await h?.cleanup();
+  });
+
+  it("answers a CNI error naming the plugin and leaves no lease, veth, interface or cache", async () => {
+    createNetns(h.netnsName(1));
+    const res = await h.client.setUpPod(h.podRequest(1));
+    expect(res.error?.code, JSON.stringify(res.error)).to.be.a("number").and.not.equal(0);
+    expect(res.error?.msg).to.contain('type="tuning"');
+    expect(res.result).to.equal(null);
+
+    expect(h.leases(), "lease files").to.deep.equal([]);
+    expect(h.bridgePorts(), "host veths").to.deep.equal([]);
+    expect(listHostLinks(h.hostVeth(1)), "host veth").to.deep.equal([]);
+    expect(linkIn(h.netnsName(1), "eth0"), "container interface").to.equal(undefined);
+    expect(h.cacheFiles(), "cache files").to.deep.equal([]);
+    expect((await h.client.cniStatus()).attachments).to.equal(0);
+
+    // And the runtime's DEL after the failed ADD (no cached result) succeeds.
+    expectOk(await h.client.tearDownPod(h.podRequest(1)));
+  });
+});
+
+function spawnIp(args: string[]): number {
+  return spawnSync("ip", args, { stdio: "ignore" }).status ?? -1;
+}
