@@ -3,15 +3,20 @@
  *  1. replay the deletion queue the shim filled while we were away (full DEL:
  *     address released, host veth removed, cache removed);
  *  2. rebuild the attachment index from the result cache (local truth);
- *  3. release host-local leases that no cached attachment holds — an ADD killed
- *     half-way leaves a lease and no cache entry. Never decided from the
- *     Kubernetes API, whose pod status lags the ADD (Antrea #4326).
+ *  3. release host-local leases that no cached attachment holds, and remove host
+ *     veths on our bridges that no cached attachment lists — an ADD killed
+ *     half-way leaves both and no cache entry. Decided from local truth only,
+ *     never from the Kubernetes API, whose pod status lags the ADD (Antrea #4326).
  */
 import { readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
 import type { NetworkConfigList } from "../cni/conflist.js";
+import { HOST_VETH_PREFIX } from "../midonet/host-veth-name.js";
+import { listBridgePorts } from "../plumbing/bridge.js";
+import { deleteHostLink } from "../plumbing/pod-interface.js";
 import { DELETION_QUEUE_DIR, parseDeletionRecord } from "../wire/deletion-record.js";
+import { DEFAULT_BRIDGE, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import type { ConfigSource } from "./config-source.js";
 import type { ChainExecutor } from "./executor.js";
 import type { AttachmentLocks } from "./locks.js";
@@ -42,6 +47,35 @@ export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
           .map((e) => `${e.containerId}\r\n${e.ifName}`),
       );
       await releaseOrphanLeases(list, held, d.logger);
+    }
+    await removeOrphanHostVeths(cfg.networks.values(), entries, d.logger);
+  }
+}
+
+/** Host veths (`mido…`) on the kernel datapath's bridges that no cached result lists. */
+async function removeOrphanHostVeths(
+  lists: Iterable<NetworkConfigList>,
+  entries: readonly { result?: Record<string, unknown> }[],
+  logger: pino.Logger,
+): Promise<void> {
+  const known = new Set<string>();
+  for (const e of entries) {
+    const ifaces = (e.result?.interfaces ?? []) as Array<{ name?: string }>;
+    for (const i of ifaces) if (i.name) known.add(i.name);
+  }
+  const bridges = new Set<string>();
+  for (const list of lists) {
+    for (const p of list.plugins) {
+      if (p.type === MIDONET_PLUGIN_TYPE && (p.raw.datapath ?? "kernel") === "kernel") {
+        bridges.add(typeof p.raw.bridge === "string" ? p.raw.bridge : DEFAULT_BRIDGE);
+      }
+    }
+  }
+  for (const bridge of bridges) {
+    for (const port of await listBridgePorts(bridge).catch(() => [])) {
+      if (!port.startsWith(HOST_VETH_PREFIX) || known.has(port)) continue;
+      await deleteHostLink(port).catch(() => {});
+      logger.warn({ bridge, link: port }, "removed a host veth no attachment holds");
     }
   }
 }

@@ -1,5 +1,5 @@
 /** The per-node Linux bridge of the kernel datapath: it holds the gateway addresses and the host veths. */
-import { IpCommandError, ipBatch } from "./ip-batch.js";
+import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { showLink } from "./pod-interface.js";
 
 /**
@@ -33,11 +33,13 @@ export async function ensureBridge(
   }
 }
 
-/** Removes the bridge (tests and uninstall); missing is fine. */
-export async function deleteBridge(name: string): Promise<void> {
+/** The names of the links enslaved to the bridge; [] when it does not exist. */
+export async function listBridgePorts(name: string): Promise<string[]> {
   try {
-    await ipBatch([`link del ${name}`]);
+    const lines = await ipBatch([`link show master ${name}`], { json: true });
+    return (parseJsonLines<{ ifname: string }>(lines)[0] ?? []).map((l) => l.ifname);
   } catch (err) {
-    if (!(err instanceof IpCommandError && err.notFound)) throw err;
+    if (err instanceof IpCommandError && err.notFound) return [];
+    throw err;
   }
 }

@@ -144,6 +144,15 @@ export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean>
   }
 }
 
+/** Removes one host link by name; missing is fine. */
+export async function deleteHostLink(name: string): Promise<void> {
+  try {
+    await ipBatch([`link del ${name}`]);
+  } catch (err) {
+    if (!(err instanceof IpCommandError && err.notFound)) throw err;
+  }
+}
+
 export interface LinkInfo {
   ifname: string;
   address?: string;
