@@ -5,7 +5,7 @@
  * from a shim's `stdin_config` is exactly what proto/cni_driver.proto documents.
  */
 import { type CniArgPair, podIdentityFromArgs } from "../cni/args.js";
-import { normalizeCapabilityArgs } from "../cni/capabilities.js";
+import { KNOWN_CAPABILITIES, normalizeCapabilityArgs } from "../cni/capabilities.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { validateContainerId, validateInterfaceName, validateNetworkName } from "../cni/names.js";
 import { type CniVersion, requireSupportedVersion } from "../cni/versions.js";
@@ -102,18 +102,6 @@ function parseStdinConfig(bytes: Uint8Array | undefined): Record<string, unknown
   return value as Record<string, unknown>;
 }
 
-const TYPED_CAPABILITIES = [
-  "portMappings",
-  "bandwidth",
-  "ipRanges",
-  "ips",
-  "mac",
-  "dns",
-  "aliases",
-  "cgroupPath",
-  "io.kubernetes.cri.pod-annotations",
-];
-
 /** The typed wire capabilities as CNI runtimeConfig JSON (the conventions' camelCase keys). */
 export function capabilitiesFromWire(c: Capabilities): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -166,7 +154,7 @@ export function capabilitiesFromWire(c: Capabilities): Record<string, unknown> {
       throw new CniError(ErrorCode.DecodingFailure, "capabilities.extra_json is not a JSON object");
     }
     for (const [k, v] of Object.entries(extra)) {
-      if (TYPED_CAPABILITIES.some((t) => t.toLowerCase() === k.toLowerCase())) {
+      if (KNOWN_CAPABILITIES.some((t) => t.toLowerCase() === k.toLowerCase())) {
         throw new CniError(
           ErrorCode.UnsupportedField,
           `capabilities.extra_json: ${k} has a typed field of its own`,

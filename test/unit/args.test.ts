@@ -9,16 +9,7 @@ import {
   RUNTIME_ARG_KEYS,
 } from "../../src/cni/args.js";
 import { CniError } from "../../src/cni/errors.js";
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
+import { cniErrorOf } from "../support/cni-error.js";
 
 describe("cni/args", () => {
   describe("parseCniArgs", () => {

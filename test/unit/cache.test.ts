@@ -8,17 +8,7 @@ import {
   decodeCacheEntry,
   encodeCacheEntry,
 } from "../../src/cni/cache.js";
-import { CniError } from "../../src/cni/errors.js";
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
+import { cniErrorOf } from "../support/cni-error.js";
 
 const CONFIG = '{"cniVersion":"1.0.0","name":"pods","plugins":[{"type":"ptp"}]}';
 const CONFIG_B64 =

@@ -4,17 +4,7 @@ import {
   KNOWN_CAPABILITIES,
   normalizeCapabilityArgs,
 } from "../../src/cni/capabilities.js";
-import { CniError } from "../../src/cni/errors.js";
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
+import { cniErrorOf } from "../support/cni-error.js";
 
 describe("cni/capabilities", () => {
   it("knows the conventions' capability names", () => {

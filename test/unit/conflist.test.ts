@@ -1,16 +1,6 @@
 import { expect } from "chai";
 import { confToList, parseNetworkConfig, parseNetworkConfigList } from "../../src/cni/conflist.js";
-import { CniError } from "../../src/cni/errors.js";
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
+import { cniErrorOf } from "../support/cni-error.js";
 
 /** A valid list with `extra` keys set over it (undefined removes a key). */
 function list(extra: Record<string, unknown> = {}): string {

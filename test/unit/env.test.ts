@@ -7,7 +7,7 @@ import {
   REQUIRED_ENV,
   splitCniPath,
 } from "../../src/cni/env.js";
-import { CniError } from "../../src/cni/errors.js";
+import { cniErrorOf } from "../support/cni-error.js";
 
 const FULL: Record<string, string> = {
   CNI_CONTAINERID: "abc-1.2_x",
@@ -19,16 +19,6 @@ const FULL: Record<string, string> = {
 
 function envFor(command: string, overrides: EnvRecord = {}): EnvRecord {
   return { ...FULL, CNI_COMMAND: command, ...overrides };
-}
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
 }
 
 describe("cni/env", () => {

@@ -1,22 +1,12 @@
 import { expect } from "chai";
 import { parseNetworkConfigList } from "../../src/cni/conflist.js";
-import { CniError } from "../../src/cni/errors.js";
 import {
   buildGcStdin,
   isValidAttachment,
   parseGcValidAttachments,
   staleAttachments,
 } from "../../src/cni/gc.js";
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
+import { cniErrorOf } from "../support/cni-error.js";
 
 const BASE = { cniVersion: "1.1.0", name: "pods", type: "cni-driver-shim" };
 const A = { containerID: "c1", ifname: "eth0" };

@@ -1,21 +1,12 @@
 import { expect } from "chai";
-import { CniError } from "../../src/cni/errors.js";
 import {
   validateContainerId,
   validateInterfaceName,
   validateNetworkName,
 } from "../../src/cni/names.js";
+import { cniErrorOf } from "../support/cni-error.js";
 
 /** Runs fn, expecting a CniError; returns it. */
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
 
 describe("cni/names", () => {
   describe("validateContainerId", () => {

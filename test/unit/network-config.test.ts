@@ -5,16 +5,7 @@ import {
   type LoadOptions,
   loadDriverConfig,
 } from "../../src/driver/network-config.js";
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
+import { cniErrorOf } from "../support/cni-error.js";
 
 type Json = Record<string, unknown>;
 

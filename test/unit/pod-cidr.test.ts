@@ -1,16 +1,6 @@
 import { expect } from "chai";
-import { CniError } from "../../src/cni/errors.js";
 import { expandPodCidr } from "../../src/driver/pod-cidr.js";
-
-function cniErrorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(CniError);
-    return err as CniError;
-  }
-  expect.fail("expected a CniError");
-}
+import { cniErrorOf } from "../support/cni-error.js";
 
 type Json = Record<string, unknown>;
 
