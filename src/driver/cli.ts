@@ -10,6 +10,7 @@ import type { KeyValue, WireCniError } from "../wire/types.js";
 import { DriverClient } from "./client.js";
 import { driverOptionsFromFlags, driverVersion, SERVE_FLAGS, startDriver } from "./daemon.js";
 import { type FlagSpec, parseFlags, UsageError, usage } from "./flags.js";
+import { installExecutable, SHIM_TYPE } from "./host-install.js";
 
 const SOCKET_FLAG: FlagSpec = {
   name: "socket",
@@ -53,13 +54,47 @@ const GC_FLAGS: readonly FlagSpec[] = [
   TIMEOUT_FLAG,
 ];
 
-const COMMANDS = "serve | add | del | check | status | gc | version";
+const INSTALL_FLAGS: readonly FlagSpec[] = [
+  { name: "bin-dir", default: "/opt/cni/bin", help: "the node's CNI bin dir (as mounted)" },
+  { name: "shim", default: defaultShimPath(), help: "the shim executable to install" },
+  { name: "plugin-dir", default: "/usr/lib/cni", help: "where the reference plugins are" },
+  {
+    name: "plugins",
+    default: "host-local,loopback,portmap",
+    help: "reference plugins to install, comma-separated",
+  },
+];
+
+const COMMANDS = "serve | install-cni | add | del | check | status | gc | version";
+
+function defaultShimPath(): string {
+  return new URL("../../dist/bin/cni-driver-shim", import.meta.url).pathname.replace(
+    "/dist/dist/",
+    "/dist/",
+  );
+}
+
+/** The init container's job: the shim and the reference plugins into the host's bin dir. */
+async function installCni(argv: string[]): Promise<number> {
+  const f = parseFlags(INSTALL_FLAGS, argv);
+  const binDir = f["bin-dir"] as string;
+  await installExecutable(f.shim as string, binDir, SHIM_TYPE);
+  const plugins = (f.plugins as string)
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean);
+  for (const p of plugins) await installExecutable(`${f["plugin-dir"] as string}/${p}`, binDir);
+  process.stderr.write(`installed ${[SHIM_TYPE, ...plugins].join(", ")} into ${binDir}\n`);
+  return 0;
+}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case "serve":
       return serve(rest);
+    case "install-cni":
+      return installCni(rest);
     case "add":
     case "del":
     case "check":

@@ -12,6 +12,7 @@ import { ConfigSource } from "./config-source.js";
 import { ChainExecutor } from "./executor.js";
 import type { FlagSpec, FlagValues } from "./flags.js";
 import { dialUnixSocket, startHealthServer } from "./health.js";
+import { HOST_CONFLIST_NAME, installHostConflist } from "./host-install.js";
 import { AttachmentLocks } from "./locks.js";
 import { createLogger, type LogLevel } from "./logger.js";
 import { Metrics } from "./metrics.js";
@@ -78,6 +79,8 @@ export interface DriverOptions {
   pluginTimeoutMs: number;
   maxConcurrent: number;
   drainTimeoutMs: number;
+  /** Where to write the host conflist once ready; undefined: do not. */
+  hostCniConfDir?: string;
 }
 
 export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
@@ -110,6 +113,7 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     pluginTimeoutMs: num("plugin-timeout") * 1000,
     maxConcurrent: Math.floor(num("max-concurrent")),
     drainTimeoutMs: num("drain-timeout") * 1000,
+    hostCniConfDir: str("host-cni-conf-dir") || undefined,
   };
 }
 
@@ -229,6 +233,9 @@ export async function startDriver(
     { socket: opts.socket, health: health.address, attachments: attachments.size },
     "cni-driver serving",
   );
+  const hostConflist = opts.hostCniConfDir
+    ? gateHostConflist(opts.hostCniConfDir, opts.socket, notReadyReasons, config, logger)
+    : undefined;
 
   return {
     service,
@@ -236,6 +243,8 @@ export async function startDriver(
     logger,
     async stop() {
       shuttingDown = true;
+      // The host conflist stays: the shim's DEL path needs it while we are away.
+      hostConflist?.stop();
       metrics.setReady(false);
       const closing = grpcServer.close();
       const drained = await locks.drain(opts.drainTimeoutMs);
@@ -245,6 +254,43 @@ export async function startDriver(
       clearTimeout(timer);
       await health.close();
       await config.close();
+    },
+  };
+}
+
+/**
+ * Readiness gating: the host conflist appears only once the driver can serve
+ * (AWS #330, Cilium #16602), and is rewritten when it would change. Checked on
+ * every config event and once a second until written.
+ */
+function gateHostConflist(
+  dir: string,
+  socket: string,
+  notReadyReasons: () => string[],
+  config: ConfigSource,
+  logger: pino.Logger,
+): { stop(): void } {
+  let writing = false;
+  const attempt = () => {
+    if (writing || notReadyReasons().length > 0) return;
+    writing = true;
+    installHostConflist(dir, socket)
+      .then((written) => {
+        if (written) logger.info({ dir, file: HOST_CONFLIST_NAME }, "host conflist written");
+      })
+      .catch((err) => logger.error({ dir, err: String(err) }, "writing the host conflist failed"))
+      .finally(() => {
+        writing = false;
+      });
+  };
+  const timer = setInterval(attempt, 1000);
+  timer.unref();
+  config.on("reload", attempt);
+  attempt();
+  return {
+    stop() {
+      clearInterval(timer);
+      config.off("reload", attempt);
     },
   };
 }

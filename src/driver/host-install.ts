@@ -1,0 +1,87 @@
+/**
+ * What the driver puts on the node's host paths: the shim and the reference
+ * plugins the default config relies on into the CNI bin dir, and the host
+ * conflist that makes runtimes exec the shim. Every file goes in by temp file +
+ * rename, so a running shim never blocks an install (Multus #1221) and a runtime
+ * never reads half a conflist.
+ */
+import { randomBytes } from "node:crypto";
+import { chmod, copyFile, mkdir, open, readFile, rename, unlink } from "node:fs/promises";
+import { basename, join } from "node:path";
+import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
+
+export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
+export const SHIM_TYPE = "cni-driver-shim";
+
+/**
+ * The host conflist: only the shim, declaring every capability the driver honours
+ * so runtimes pass them on. 1.0.0 for runtimes whose libcni predates 1.1.0;
+ * `cniVersions` lets newer ones pick 1.1.0 and with it STATUS and GC.
+ */
+export function hostConflist(socket: string): string {
+  const conf = {
+    cniVersion: "1.0.0",
+    cniVersions: ["1.0.0", "1.1.0"],
+    name: "cni-driver",
+    plugins: [
+      {
+        type: SHIM_TYPE,
+        socket,
+        capabilities: Object.fromEntries(KNOWN_CAPABILITIES.map((c) => [c, true])),
+      },
+    ],
+  };
+  return `${JSON.stringify(conf, null, 2)}\n`;
+}
+
+/** Writes `content` to `path` atomically; returns false when the file already held exactly that. */
+export async function writeFileAtomic(
+  path: string,
+  content: string | Uint8Array,
+  mode = 0o644,
+): Promise<boolean> {
+  const bytes = typeof content === "string" ? Buffer.from(content) : Buffer.from(content);
+  const current = await readFile(path).catch(() => undefined);
+  if (current?.equals(bytes)) return false;
+  const tmp = join(path, `../.${basename(path)}.${randomBytes(4).toString("hex")}.tmp`);
+  const fh = await open(tmp, "wx", mode);
+  try {
+    await fh.writeFile(bytes);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await chmod(tmp, mode);
+  try {
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+  return true;
+}
+
+/** Writes the host conflist into `confDir` (created if missing). */
+export async function installHostConflist(confDir: string, socket: string): Promise<boolean> {
+  await mkdir(confDir, { recursive: true });
+  return writeFileAtomic(join(confDir, HOST_CONFLIST_NAME), hostConflist(socket));
+}
+
+/** Copies one executable into `binDir` by temp file + rename, keeping its name. */
+export async function installExecutable(
+  source: string,
+  binDir: string,
+  name = basename(source),
+): Promise<void> {
+  await mkdir(binDir, { recursive: true });
+  const dest = join(binDir, name);
+  const tmp = join(binDir, `.${name}.${randomBytes(4).toString("hex")}.tmp`);
+  await copyFile(source, tmp);
+  await chmod(tmp, 0o755);
+  try {
+    await rename(tmp, dest);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+}
