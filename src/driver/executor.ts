@@ -143,8 +143,15 @@ export class ChainExecutor {
     const prev = versionAtLeast(list.cniVersion, "0.4.0")
       ? this.cachedResultIn(cached?.result, list, att)
       : undefined;
+    // A DEL that carries no capability args (a direct TearDownPod, a replayed queued
+    // deletion) runs with those the ADD was given, from the cache: portmap's DEL, for
+    // one, removes nothing unless it is handed the port mappings again.
+    const delAtt =
+      Object.keys(att.capabilityArgs).length === 0 && cached?.capabilityArgs
+        ? { ...att, capabilityArgs: cached.capabilityArgs }
+        : att;
     for (let i = list.plugins.length - 1; i >= 0; i--) {
-      await this.invoke(list, i, "DEL", att, prev);
+      await this.invoke(list, i, "DEL", delAtt, prev);
     }
     await this.cache.remove(networkName, att.containerId, att.ifName);
   }

@@ -10,6 +10,7 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { expect } from "chai";
 import { DriverClient } from "../../src/driver/client.js";
 import { hostVethName, podVethKey } from "../../src/midonet/host-veth-name.js";
 import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";
@@ -116,7 +117,11 @@ export class DriverHarness {
   /** The host end of pod `i`'s veth, as the built-in plugin names it. */
   hostVeth(i: number | string, ifName = "eth0"): string {
     return hostVethName(
-      podVethKey({ namespace: this.podNamespace, name: this.podName(i) }, this.containerId(i), ifName),
+      podVethKey(
+        { namespace: this.podNamespace, name: this.podName(i) },
+        this.containerId(i),
+        ifName,
+      ),
     );
   }
 
@@ -221,11 +226,11 @@ export class DriverHarness {
     await this.waitReady();
   }
 
-  /** Polls CniStatus until ready (bounded: 20 s). */
+  /** Polls CniStatus until ready (bounded: 20 s, and at most one poll per 50 ms). */
   async waitReady(timeoutMs = 20_000): Promise<CniStatusResponse> {
     const deadline = Date.now() + timeoutMs;
     let last: CniStatusResponse | undefined;
-    while (Date.now() < deadline) {
+    for (let n = 0; n < timeoutMs / 50 && Date.now() < deadline; n++) {
       if (this.child && this.child.exitCode !== null) {
         throw new Error(`driver exited with ${this.child.exitCode}: ${this.stderr.slice(-2000)}`);
       }
@@ -276,6 +281,11 @@ export class DriverHarness {
     return `${this.netnsPrefix}${i}`;
   }
 
+  /**
+   * Kills the driver and removes what it and the suite made: the bridge and every
+   * port on it, every netns named with `netnsPrefix`, portmap's per-container rules
+   * of this run, and the temporary root. Safe to call after any failure.
+   */
   async cleanup(): Promise<void> {
     await this.kill().catch(() => {});
     this.client.close();
@@ -286,6 +296,11 @@ export class DriverHarness {
     removePortmapRules(`cdt${this.tag}ctr`);
     rmSync(this.root, { recursive: true, force: true });
   }
+}
+
+/** Asserts a driver answer carries no CNI error (the message shows it when it does). */
+export function expectNoCniError(res: { error: { code: number; msg: string } | null }): void {
+  expect(res.error, `CNI error: ${JSON.stringify(res.error)}`).to.equal(null);
 }
 
 function listDir(dir: string): string[] {
@@ -325,8 +340,7 @@ function removePortmapRules(containerIdPrefix: string): void {
     if (!rule.startsWith("-A ")) continue;
     const target = /-j (CNI-DN-[0-9a-f]+)/.exec(rule)?.[1];
     if (target) chains.add(target);
-    const args = rule.slice(3).match(/"[^"]*"|\S+/g) ?? [];
-    spawnSync("iptables", ["-w", "-t", "nat", "-D", ...args.map((a) => a.replace(/^"|"$/g, ""))], {
+    spawnSync("iptables", ["-w", "-t", "nat", "-D", ...shellWords(rule.slice(3))], {
       stdio: "ignore",
     });
   }
@@ -334,6 +348,34 @@ function removePortmapRules(containerIdPrefix: string): void {
     spawnSync("iptables", ["-w", "-t", "nat", "-F", chain], { stdio: "ignore" });
     spawnSync("iptables", ["-w", "-t", "nat", "-X", chain], { stdio: "ignore" });
   }
+}
+
+/** Splits an `iptables -S` line as a shell would: `"…"` groups words, and `\"` in it is a quote. */
+function shellWords(line: string): string[] {
+  const words: string[] = [];
+  let word = "";
+  let inWord = false;
+  let quoted = false;
+  for (let i = 0; i < line.length; i++) {
+    const ch = line[i] as string;
+    if (quoted) {
+      if (ch === "\\" && i + 1 < line.length) word += line[++i];
+      else if (ch === '"') quoted = false;
+      else word += ch;
+    } else if (ch === '"') {
+      quoted = true;
+      inWord = true;
+    } else if (ch === " ") {
+      if (inWord) words.push(word);
+      word = "";
+      inWord = false;
+    } else {
+      word += ch;
+      inWord = true;
+    }
+  }
+  if (inWord) words.push(word);
+  return words;
 }
 
 export function sleep(ms: number): Promise<void> {

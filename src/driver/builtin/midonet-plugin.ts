@@ -13,7 +13,7 @@ import { cidrNetwork, formatIp, ipFamily, parseCidr, parseIp } from "../../cni/i
 import { convertResult, parseResult, toResult100 } from "../../cni/result.js";
 import type { IPConfig, Result100, Route } from "../../cni/types.js";
 import { requireSupportedVersion } from "../../cni/versions.js";
-import { hostVethName, podVethKey } from "../../midonet/host-veth-name.js";
+import { HOST_VETH_PREFIX, hostVethName, podVethKey } from "../../midonet/host-veth-name.js";
 import { ensureBridge } from "../../plumbing/bridge.js";
 import { IpCommandError } from "../../plumbing/ip-batch.js";
 import { normalizeMac, randomMac } from "../../plumbing/mac.js";
@@ -274,8 +274,13 @@ async function del(
 ): Promise<void> {
   const ifName = inv.ifName ?? "";
   const prev = prevResultOf(inv);
-  const hostIfName = hostNameFor(inv);
-  const hostMac = prev?.interfaces?.find((i) => i.name === hostIfName && !i.sandbox)?.mac;
+  // The host end as ADD named it (prevResult lists it without a sandbox); the name
+  // is derived again only without one, since a DEL may carry other CNI_ARGS than ADD.
+  const cachedHost = prev?.interfaces?.find(
+    (i) => !i.sandbox && i.name.startsWith(HOST_VETH_PREFIX),
+  );
+  const hostIfName = cachedHost?.name ?? hostNameFor(inv);
+  const hostMac = cachedHost?.mac;
   // Both are idempotent and independent, so they overlap; IPAM's error wins, and
   // the runtime's retry of DEL finds the link already gone.
   const [ipam, link] = await Promise.allSettled([
