@@ -63,6 +63,10 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
     default: "20",
     help: "seconds to let in-flight calls finish on SIGTERM",
   },
+  {
+    name: "host-cni-conf-dir",
+    help: 'write 10-cni-driver.conflist here once ready ("" = do not)',
+  },
 ];
 
 export interface DriverOptions {

@@ -183,7 +183,8 @@ export class DriverHarness {
     return undefined;
   }
 
-  async start(): Promise<void> {
+  /** Starts the driver; waits until it is ready unless told not to (a driver that starts not ready). */
+  async start(opts: { waitReady?: boolean } = {}): Promise<void> {
     this.stderr = "";
     this.health = `127.0.0.1:${await freePort()}`;
     const args = [
@@ -223,7 +224,7 @@ export class DriverHarness {
       this.stderr += b.toString();
       if (process.env.CNI_DRIVER_TEST_LOG) process.stderr.write(b);
     });
-    await this.waitReady();
+    if (opts.waitReady ?? true) await this.waitReady();
   }
 
   /** Polls CniStatus until ready (bounded: 20 s, and at most one poll per 50 ms). */
@@ -240,6 +241,13 @@ export class DriverHarness {
     }
     throw new Error(
       `driver not ready after ${timeoutMs} ms: ${JSON.stringify(last)}; stderr: ${this.stderr.slice(-2000)}`,
+    );
+  }
+
+  /** The driver process is alive. */
+  get running(): boolean {
+    return (
+      this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null
     );
   }
 

@@ -1,0 +1,110 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect } from "chai";
+import { KNOWN_CAPABILITIES } from "../../src/cni/capabilities.js";
+import { parseNetworkConfigList } from "../../src/cni/conflist.js";
+import {
+  HOST_CONFLIST_NAME,
+  hostConflist,
+  installExecutable,
+  writeFileAtomic,
+} from "../../src/driver/host-install.js";
+import { DriverHarness, sleep } from "../support/driver-harness.js";
+import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+
+describe("host install: files by temp file + rename", () => {
+  let dir = "";
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "cni-driver-install-"));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("the host conflist holds only the shim, declaring every capability the driver honours", () => {
+    const list = parseNetworkConfigList(hostConflist("/run/cni-driver/driver.sock"));
+    expect(list.name).to.equal("cni-driver");
+    expect(list.cniVersion).to.equal("1.1.0"); // picked from cniVersions by a 1.1.0 runtime
+    expect(list.plugins.map((p) => p.type)).to.deep.equal(["cni-driver-shim"]);
+    expect(list.plugins[0]?.raw.socket).to.equal("/run/cni-driver/driver.sock");
+    expect(Object.keys(list.plugins[0]?.capabilities ?? {})).to.have.members([
+      ...KNOWN_CAPABILITIES,
+    ]);
+    expect(JSON.parse(hostConflist("/s")).cniVersion).to.equal("1.0.0"); // for runtimes before 1.1.0
+  });
+
+  it("writeFileAtomic writes, then reports an unchanged file without rewriting it", async () => {
+    const path = join(dir, "a.conflist");
+    expect(await writeFileAtomic(path, "one")).to.equal(true);
+    const ino = statSync(path).ino;
+    expect(await writeFileAtomic(path, "one")).to.equal(false);
+    expect(statSync(path).ino).to.equal(ino);
+    expect(await writeFileAtomic(path, "two")).to.equal(true);
+    expect(readFileSync(path, "utf8")).to.equal("two");
+    expect(statSync(path).ino).to.not.equal(ino); // replaced by rename, never rewritten in place
+  });
+
+  it("installs over an executable that is running (where cp fails with 'text file busy')", async () => {
+    const src = join(dir, "fake-plugin");
+    writeFileSync(src, "#!/bin/sh\nsleep 5\n", { mode: 0o755 });
+    const binDir = join(dir, "bin");
+    await installExecutable(src, binDir);
+    const running = spawn(join(binDir, "fake-plugin"), [], { stdio: "ignore" });
+    try {
+      await sleep(100);
+      writeFileSync(src, "#!/bin/sh\necho v2\n", { mode: 0o755 });
+      await installExecutable(src, binDir);
+      expect(readFileSync(join(binDir, "fake-plugin"), "utf8")).to.contain("v2");
+      expect(statSync(join(binDir, "fake-plugin")).mode & 0o777).to.equal(0o755);
+    } finally {
+      running.kill("SIGKILL");
+    }
+  });
+});
+
+describe("host install: the host conflist only once the driver is ready (integration)", function () {
+  this.timeout(60_000);
+  let h: DriverHarness;
+  let confDir = "";
+
+  before(function () {
+    requireRoot(this);
+    requireReferencePlugins(this, "host-local");
+    confDir = mkdtempSync(join(tmpdir(), "cni-driver-netd-"));
+    h = new DriverHarness({ subnetOctet: 17, extraFlags: ["--host-cni-conf-dir", confDir] });
+  });
+  after(async () => {
+    await h?.cleanup();
+    if (confDir) rmSync(confDir, { recursive: true, force: true });
+  });
+
+  it("writes nothing while the driver has no valid config (not ready)", async () => {
+    await h.writeConfig({ "pod-network.conflist": "{ not json" });
+    await h.start({ waitReady: false });
+    let status = await h.client.cniStatus({}, { timeoutMs: 2000 });
+    for (let i = 0; i < 100 && status.api_version === 0; i++) {
+      await sleep(50);
+      status = await h.client.cniStatus({}, { timeoutMs: 2000 });
+    }
+    expect(status.api_version, "the driver answers").to.equal(1);
+    expect(status.not_ready_reasons.join()).to.contain("no valid network configuration");
+    expect(status.ready).to.equal(false);
+    await sleep(1500);
+    expect(existsSync(join(confDir, HOST_CONFLIST_NAME))).to.equal(false);
+    expect(h.running, "the driver is still running").to.equal(true);
+  });
+
+  it("writes it once a valid config makes the driver ready, pointing at the driver's socket", async () => {
+    await h.writeDefaultConfig();
+    await h.waitReady();
+    const path = join(confDir, HOST_CONFLIST_NAME);
+    for (let i = 0; i < 60 && !existsSync(path); i++) await sleep(50);
+    const list = parseNetworkConfigList(readFileSync(path));
+    expect(list.plugins[0]?.raw.socket).to.equal(h.socket);
+  });
+
+  it("leaves it in place on shutdown (the shim's DEL path needs it while the driver is away)", async () => {
+    expect(await h.stop()).to.equal(0);
+    expect(existsSync(join(confDir, HOST_CONFLIST_NAME))).to.equal(true);
+  });
+});
