@@ -5,9 +5,12 @@
  * cnitool or a runtime's libcni pointed at the same cache dir reads our files
  * and we read theirs.
  *
- * Where this differs from libcni, it is to survive a crash: a file is written
- * to a temporary name, fsync'd, renamed into place and the directory fsync'd,
- * so a power cut leaves the old file or the new one, never half of one. The
+ * Where this differs from libcni, it is to survive a crash of the driver: a
+ * file is written to a temporary name and renamed into place, so a process
+ * killed mid-write leaves the old file or the new one, never half of one (the
+ * page cache outlives the process). There is no fsync on this hot path: only a
+ * kernel crash or power cut can lose a rename, and those also end every pod
+ * whose entry it would describe; an empty or torn file reads as absent. The
  * temporary names start with `.`; listing skips them.
  */
 import { randomBytes } from "node:crypto";
@@ -63,7 +66,7 @@ export class ResultCache {
     return join(this.dir, cacheFileName(network, containerId, ifName));
   }
 
-  /** Writes (or replaces) an attachment's file atomically and durably. Throws code 5 on I/O failure. */
+  /** Writes (or replaces) an attachment's file atomically. Throws code 5 on I/O failure. */
   async write(entry: CacheEntryInput): Promise<void> {
     const target = this.path(entry.networkName, entry.containerId, entry.ifName);
     const text = encodeCacheEntry(entry);
@@ -77,7 +80,6 @@ export class ResultCache {
       const file = await open(temp, "wx", 0o600);
       try {
         await file.writeFile(text, "utf8");
-        await file.sync();
       } finally {
         await file.close();
       }
@@ -86,10 +88,6 @@ export class ResultCache {
       await unlink(temp).catch(() => {});
       throw ioError("write", target, err);
     }
-    // The rename is durable only once the directory is on disk too.
-    await syncDir(this.dir).catch((err: unknown) => {
-      throw ioError("sync the directory of", target, err);
-    });
   }
 
   /**
@@ -200,14 +198,5 @@ async function removePath(path: string): Promise<void> {
     const code = errnoCode(err);
     if (code === "EISDIR" || code === "EPERM") await rmdir(path);
     else throw err;
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const handle = await open(dir, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

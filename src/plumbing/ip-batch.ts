@@ -3,11 +3,24 @@
  * network namespace. A pod costs two of these on the hot path (one inside its
  * netns, one in the host) instead of eight separate `ip` execs.
  */
+import { existsSync } from "node:fs";
 import { netnsName } from "./netns.js";
 import { run } from "./run.js";
 
-export const IP_BIN = process.env.CNI_DRIVER_IP_BIN ?? "ip";
-export const NSENTER_BIN = process.env.CNI_DRIVER_NSENTER_BIN ?? "nsenter";
+/**
+ * Absolute paths, found once: a bare name makes every exec walk PATH, and a long
+ * PATH costs a failed execve per entry before /usr/sbin on each pod.
+ */
+export const IP_BIN =
+  process.env.CNI_DRIVER_IP_BIN ??
+  firstExisting(["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"], "ip");
+export const NSENTER_BIN =
+  process.env.CNI_DRIVER_NSENTER_BIN ??
+  firstExisting(["/usr/bin/nsenter", "/bin/nsenter", "/usr/sbin/nsenter"], "nsenter");
+
+function firstExisting(paths: readonly string[], fallback: string): string {
+  return paths.find((p) => existsSync(p)) ?? fallback;
+}
 
 /** One failed batch line: which command failed and what iproute2 said about it. */
 export class IpCommandError extends Error {
