@@ -1,0 +1,266 @@
+/**
+ * The mapping of a whole cluster, kept up to date one event at a time.
+ *
+ * `mapCluster` translates every object at once; a ClusterMapper then takes
+ * watch events (upsert/delete of a Node, Pod, Service or EndpointSlice) and
+ * answers each with the resources that changed. It holds what crosses objects:
+ * a pod's binding needs its node's MidoNet host, so a node whose host changes
+ * re-maps the pods on it; a Service's rules need all of its EndpointSlices, so
+ * a slice event re-maps its Service. Pure: no I/O, no clock, no randomness.
+ */
+import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
+import { DesiredState } from "./desired-state.js";
+import { compareForCreation, noChanges, type ResourceChanges, sortForDeletion } from "./diff.js";
+import { mapGlobal } from "./global.js";
+import {
+  type EndpointSlice,
+  type Node,
+  namespacedName,
+  type Pod,
+  type Service,
+  sliceServiceKey,
+} from "./k8s.js";
+import {
+  type MappingWarning,
+  nodeOwner,
+  type ObjectMapping,
+  podOwner,
+  serviceOwner,
+} from "./model.js";
+import { mapNode, nodeHostId } from "./node.js";
+import { mapPod, type PodNodeInfo } from "./pod.js";
+import { mapService } from "./service.js";
+
+export interface ClusterInput {
+  nodes?: readonly Node[];
+  pods?: readonly Pod[];
+  services?: readonly Service[];
+  endpointSlices?: readonly EndpointSlice[];
+}
+
+function append(into: ResourceChanges, more: ResourceChanges): void {
+  for (const r of more.create) into.create.push(r);
+  for (const u of more.update) into.update.push(u);
+  for (const r of more.delete) into.delete.push(r);
+}
+
+function sortChanges(changes: ResourceChanges): ResourceChanges {
+  changes.create.sort(compareForCreation);
+  changes.update.sort((x, y) => compareForCreation(x.after, y.after));
+  sortForDeletion(changes.delete);
+  return changes;
+}
+
+/** Appends `more` to `into`, keeping each list in its apply order. */
+export function mergeChanges(into: ResourceChanges, more: ResourceChanges): ResourceChanges {
+  if (more.create.length + more.update.length + more.delete.length === 0) return into;
+  append(into, more);
+  return sortChanges(into);
+}
+
+function sameNodeInfo(a: PodNodeInfo | undefined, b: PodNodeInfo | undefined): boolean {
+  return a?.hostId === b?.hostId && a?.membershipKey === b?.membershipKey;
+}
+
+function nodeInfo(node: Node, mapping: ObjectMapping): PodNodeInfo {
+  const info: PodNodeInfo = {};
+  const bridge = mapping.resources.find((r) => r.kind === "Bridge");
+  if (bridge) info.bridgeId = bridge.key;
+  const hostId = nodeHostId(node);
+  if (hostId) info.hostId = hostId;
+  const membership = mapping.resources.find((r) => r.kind === "TunnelZoneHost");
+  if (membership) info.membershipKey = membership.key;
+  return info;
+}
+
+export class ClusterMapper {
+  readonly config: ResolvedConfig;
+  readonly state = new DesiredState();
+  private readonly nodes = new Map<string, PodNodeInfo>();
+  /** node name → pod key → pod: the pods to re-map when their node's host changes. */
+  private readonly podsByNode = new Map<string, Map<string, Pod>>();
+  private readonly podNode = new Map<string, string>();
+  private readonly services = new Map<string, Service>();
+  private readonly slices = new Map<string, EndpointSlice>();
+  /** service key → slice keys */
+  private readonly slicesByService = new Map<string, Set<string>>();
+  private readonly nodeOf = (name: string): PodNodeInfo | undefined => this.nodes.get(name);
+
+  constructor(config: MappingConfig | ResolvedConfig) {
+    this.config = resolveConfig(config);
+    this.state.load([mapGlobal(this.config)]);
+  }
+
+  /** Every object's warnings, by owner. */
+  warnings(): MappingWarning[] {
+    return this.state.warnings();
+  }
+
+  upsertNode(node: Node): ResourceChanges {
+    const name = node.metadata.name;
+    const mapping = mapNode(node, this.config);
+    const changes = this.state.apply(mapping);
+    const info = nodeInfo(node, mapping);
+    const before = this.nodes.get(name);
+    this.nodes.set(name, info);
+    return sameNodeInfo(before, info) ? changes : mergeChanges(changes, this.remapPodsOf(name));
+  }
+
+  deleteNode(name: string): ResourceChanges {
+    const changes = this.state.remove(nodeOwner(name));
+    if (!this.nodes.delete(name)) return changes;
+    return mergeChanges(changes, this.remapPodsOf(name));
+  }
+
+  upsertPod(pod: Pod): ResourceChanges {
+    const key = namespacedName(pod.metadata);
+    const nodeName = pod.spec?.nodeName ?? "";
+    const previousNode = this.podNode.get(key);
+    if (previousNode !== undefined && previousNode !== nodeName) {
+      this.podsByNode.get(previousNode)?.delete(key);
+    }
+    if (nodeName) {
+      let pods = this.podsByNode.get(nodeName);
+      if (!pods) {
+        pods = new Map();
+        this.podsByNode.set(nodeName, pods);
+      }
+      pods.set(key, pod);
+      this.podNode.set(key, nodeName);
+    } else {
+      this.podNode.delete(key);
+    }
+    return this.state.apply(mapPod(pod, this.config, this.nodeOf));
+  }
+
+  deletePod(namespace: string, name: string): ResourceChanges {
+    const key = `${namespace}/${name}`;
+    const nodeName = this.podNode.get(key);
+    if (nodeName !== undefined) {
+      this.podsByNode.get(nodeName)?.delete(key);
+      this.podNode.delete(key);
+    }
+    return this.state.remove(podOwner(namespace, name));
+  }
+
+  upsertService(service: Service): ResourceChanges {
+    const key = namespacedName(service.metadata);
+    this.services.set(key, service);
+    return this.state.apply(mapService(service, this.slicesOf(key), this.config));
+  }
+
+  deleteService(namespace: string, name: string): ResourceChanges {
+    this.services.delete(`${namespace}/${name}`);
+    return this.state.remove(serviceOwner(namespace, name));
+  }
+
+  upsertEndpointSlice(slice: EndpointSlice): ResourceChanges {
+    const key = namespacedName(slice.metadata);
+    const before = this.slices.get(key);
+    const oldService = before && sliceServiceKey(before);
+    const newService = sliceServiceKey(slice);
+    this.slices.set(key, slice);
+    if (oldService && oldService !== newService) this.slicesByService.get(oldService)?.delete(key);
+    if (newService) {
+      let set = this.slicesByService.get(newService);
+      if (!set) {
+        set = new Set();
+        this.slicesByService.set(newService, set);
+      }
+      set.add(key);
+    }
+    const changes = noChanges();
+    if (oldService && oldService !== newService)
+      mergeChanges(changes, this.remapService(oldService));
+    if (newService) mergeChanges(changes, this.remapService(newService));
+    return changes;
+  }
+
+  deleteEndpointSlice(namespace: string, name: string): ResourceChanges {
+    const key = `${namespace}/${name}`;
+    const before = this.slices.get(key);
+    if (!before) return noChanges();
+    this.slices.delete(key);
+    const service = sliceServiceKey(before);
+    if (!service) return noChanges();
+    this.slicesByService.get(service)?.delete(key);
+    return this.remapService(service);
+  }
+
+  /** Bulk fill of a fresh mapper (mapCluster): maps everything, computes no changes. */
+  load(input: ClusterInput): void {
+    const mappings: ObjectMapping[] = [];
+    for (const node of input.nodes ?? []) {
+      const mapping = mapNode(node, this.config);
+      this.nodes.set(node.metadata.name, nodeInfo(node, mapping));
+      mappings.push(mapping);
+    }
+    for (const slice of input.endpointSlices ?? []) {
+      const key = namespacedName(slice.metadata);
+      this.slices.set(key, slice);
+      const service = sliceServiceKey(slice);
+      if (!service) continue;
+      let set = this.slicesByService.get(service);
+      if (!set) {
+        set = new Set();
+        this.slicesByService.set(service, set);
+      }
+      set.add(key);
+    }
+    for (const service of input.services ?? []) {
+      const key = namespacedName(service.metadata);
+      this.services.set(key, service);
+      mappings.push(mapService(service, this.slicesOf(key), this.config));
+    }
+    for (const pod of input.pods ?? []) {
+      const key = namespacedName(pod.metadata);
+      const nodeName = pod.spec?.nodeName;
+      if (nodeName) {
+        let pods = this.podsByNode.get(nodeName);
+        if (!pods) {
+          pods = new Map();
+          this.podsByNode.set(nodeName, pods);
+        }
+        pods.set(key, pod);
+        this.podNode.set(key, nodeName);
+      }
+      mappings.push(mapPod(pod, this.config, this.nodeOf));
+    }
+    this.state.load(mappings);
+  }
+
+  private slicesOf(serviceKey: string): EndpointSlice[] {
+    const keys = this.slicesByService.get(serviceKey);
+    if (!keys) return [];
+    const out: EndpointSlice[] = [];
+    for (const k of [...keys].sort()) {
+      const slice = this.slices.get(k);
+      if (slice) out.push(slice);
+    }
+    return out;
+  }
+
+  private remapService(serviceKey: string): ResourceChanges {
+    const service = this.services.get(serviceKey);
+    if (!service) return noChanges();
+    return this.state.apply(mapService(service, this.slicesOf(serviceKey), this.config));
+  }
+
+  private remapPodsOf(nodeName: string): ResourceChanges {
+    const changes = noChanges();
+    for (const pod of this.podsByNode.get(nodeName)?.values() ?? []) {
+      append(changes, this.state.apply(mapPod(pod, this.config, this.nodeOf)));
+    }
+    return sortChanges(changes);
+  }
+}
+
+/** The full translation of a cluster, ready for events. */
+export function mapCluster(
+  input: ClusterInput,
+  config: MappingConfig | ResolvedConfig,
+): ClusterMapper {
+  const mapper = new ClusterMapper(config);
+  mapper.load(input);
+  return mapper;
+}

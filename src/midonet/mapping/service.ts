@@ -1,0 +1,264 @@
+/**
+ * A Service with a cluster IP, together with its EndpointSlices, maps to one
+ * chain per service port and the rules that steer its traffic:
+ *
+ *   Chain  IDForKey("ServicePort", "<ns>/<name>/<port name>")   KUBE-SVC-<ns>/<name>/<port name>
+ *   Rule   in KUBE-SERVICES: jump to that chain
+ *          {dlType 0x0800, nwDst clusterIP/32, nwProto 6|17|132, tpDst port..port}
+ *   Rules  in the service port chain, in this order:
+ *          1..n  one SNAT per endpoint address {nwSrc ep/32 → clusterIP:30000-60000, continue}
+ *                (hairpin: a pod reaching its own Service must see replies come back
+ *                through MidoNet, so its source becomes the cluster IP)
+ *          n+1   one DNAT {natTargets: every ready endpoint, accept}
+ *          or, with no ready endpoint, a drop: the traffic ends here instead of
+ *          leaving for an address nobody holds.
+ *
+ * Load-balancing. MidoNet's forward NAT picks, for each new flow, one of the
+ * rule's natTargets uniformly at random, then an address and a port at random
+ * within that target's ranges, and keeps the choice in its flow state for the
+ * life of the connection (midolman NatState.tryAllocateNatBinding →
+ * chooseRandomNatTarget). So one DNAT rule with one target per endpoint
+ * {ep, ep, targetPort, targetPort} spreads connections evenly over every ready
+ * endpoint. (Merging neighbouring addresses into one range target would skew
+ * the share: a target is chosen first, whatever its width.) The original
+ * instead put one jump per endpoint in the chain, and the first always won.
+ *
+ * MidoNet rules cannot be updated, only created and deleted. The DNAT rule's id
+ * is derived from its targets and the jump rule's from what it matches, so a
+ * change is a new rule beside the old one (make before break), and the service
+ * port chain keeps its id so nothing inside it is dropped when the jump changes.
+ *
+ * What MidoNet cannot do, reported as warnings and left out:
+ * - IPv6: rule addresses are validated as IPv4 by the REST API (Condition DTO:
+ *   @Pattern(IPv4.regex), prefix ≤ 32) and NAT applies to IPv4 packets only
+ *   (NatState.isNatSupported); a v6 rule without its address would capture every
+ *   service's v6 traffic on that port, so none is made. IPv6 cluster IPs and
+ *   IPv6 EndpointSlices are skipped.
+ * - SCTP: the rules are made (nwProto 132), but the agent's NAT translates only
+ *   TCP, UDP and ICMP, so SCTP services do not reach their endpoints.
+ * - Any other protocol: the port is skipped.
+ * Also not mapped: node ports, load-balancer and external IPs (only the cluster
+ * IP of a ClusterIP, NodePort or LoadBalancer Service is), session affinity.
+ */
+import { idForKey, subId } from "../ids.js";
+import type { NatTarget } from "../resources.js";
+import { ipv4SortKey, parseAddress } from "./addressing.js";
+import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
+import type { EndpointSlice, Service } from "./k8s.js";
+import { MappingBuilder, type ObjectMapping, serviceOwner } from "./model.js";
+
+/** IP protocol numbers of the Service protocols MidoNet rules can match. */
+export const PROTOCOL_NUMBERS: Readonly<Record<string, number>> = {
+  TCP: 6,
+  UDP: 17,
+  SCTP: 132,
+};
+
+/** The chain of one service port. */
+export function servicePortChainId(
+  config: ResolvedConfig,
+  namespace: string,
+  name: string,
+  portName: string,
+): string {
+  return idForKey(config.tenant, "ServicePort", `${namespace}/${name}/${portName}`, config.version);
+}
+
+/** One ready endpoint of one service port. */
+interface Target {
+  ip: string;
+  port: number;
+  sortKey: string;
+}
+
+/** Ready IPv4 endpoints by "<port name>/<protocol>", each list sorted and without repeats. */
+function readyTargets(slices: readonly EndpointSlice[]): Map<string, Target[]> {
+  const byPort = new Map<string, Map<string, Target>>();
+  for (const slice of slices) {
+    if (slice.addressType !== "IPv4") continue;
+    for (const p of slice.ports ?? []) {
+      if (p.port === undefined || p.port === null) continue;
+      const portKey = `${p.name ?? ""}/${p.protocol ?? "TCP"}`;
+      let targets = byPort.get(portKey);
+      if (!targets) {
+        targets = new Map();
+        byPort.set(portKey, targets);
+      }
+      for (const ep of slice.endpoints ?? []) {
+        // The API: "ready ... nil should be interpreted as true".
+        if (ep.conditions?.ready === false) continue;
+        for (const text of ep.addresses) {
+          const addr = parseAddress(text);
+          if (addr?.family !== 4) continue;
+          const id = `${addr.ip}:${p.port}`;
+          if (!targets.has(id)) {
+            targets.set(id, {
+              ip: addr.ip,
+              port: p.port,
+              sortKey: `${ipv4SortKey(addr.ip)}:${p.port}`,
+            });
+          }
+        }
+      }
+    }
+  }
+  const out = new Map<string, Target[]>();
+  for (const [portKey, targets] of byPort) {
+    out.set(
+      portKey,
+      [...targets.values()].sort((a, b) =>
+        a.sortKey < b.sortKey ? -1 : a.sortKey > b.sortKey ? 1 : 0,
+      ),
+    );
+  }
+  return out;
+}
+
+/**
+ * Maps a Service and the EndpointSlices labelled with its name (slices of other
+ * Services are the caller's mistake and are not filtered out here).
+ */
+export function mapService(
+  service: Service,
+  slices: readonly EndpointSlice[],
+  config: MappingConfig | ResolvedConfig,
+): ObjectMapping {
+  const c = resolveConfig(config);
+  const { namespace, name } = service.metadata;
+  const b = new MappingBuilder(serviceOwner(namespace, name));
+  const spec = service.spec ?? {};
+  if (spec.type === "ExternalName") return b.build("not-cluster-ip");
+
+  const clusterIps = spec.clusterIPs?.length
+    ? spec.clusterIPs
+    : spec.clusterIP
+      ? [spec.clusterIP]
+      : [];
+  if (clusterIps.length === 0 || clusterIps[0] === "None") return b.build("headless");
+  let vip: string | undefined;
+  for (const text of clusterIps) {
+    const addr = parseAddress(text);
+    if (!addr) b.warn("invalid-value", `cluster IP ${JSON.stringify(text)} does not parse`);
+    else if (addr.family === 6)
+      b.warn("ipv6-not-mappable", `cluster IP ${addr.ip}: MidoNet rules and NAT are IPv4 only`);
+    else vip ??= addr.ip;
+  }
+  if (!vip) return b.build("no-ipv4-cluster-ip");
+
+  const servicesChain = c.ids.servicesChain;
+  const targetsByPort = readyTargets(slices);
+  const ports = [...(spec.ports ?? [])].sort((x, y) => {
+    const kx = `${x.name ?? ""}/${x.protocol ?? "TCP"}/${x.port}`;
+    const ky = `${y.name ?? ""}/${y.protocol ?? "TCP"}/${y.port}`;
+    return kx < ky ? -1 : kx > ky ? 1 : 0;
+  });
+  let sctpWarned = false;
+  for (const p of ports) {
+    const protocol = p.protocol ?? "TCP";
+    const nwProto = PROTOCOL_NUMBERS[protocol];
+    const portName = p.name ?? "";
+    if (nwProto === undefined) {
+      b.warn(
+        "unknown-protocol",
+        `port ${JSON.stringify(portName)} (${p.port}): protocol ${JSON.stringify(protocol)} not mapped`,
+      );
+      continue;
+    }
+    if (protocol === "SCTP" && !sctpWarned) {
+      sctpWarned = true;
+      b.warn(
+        "sctp-not-translated",
+        "SCTP port: rules made, but MidoNet's NAT translates only TCP, UDP and ICMP",
+      );
+    }
+
+    const portKey = `${namespace}/${name}/${portName}`;
+    const chain = servicePortChainId(c, namespace, name, portName);
+    b.add(
+      { kind: "Chain", body: { id: chain, name: `KUBE-SVC-${portKey}`, tenantId: c.tenant } },
+      [],
+    );
+
+    const match = `${portKey}/${vip}/${protocol}/${p.port}`;
+    b.add(
+      {
+        kind: "Rule",
+        parentId: servicesChain,
+        body: {
+          id: idForKey(c.tenant, "ServicePortSub", match, c.version),
+          type: "jump",
+          jumpChainId: chain,
+          dlType: 0x0800,
+          nwDstAddress: vip,
+          nwDstLength: 32,
+          nwProto,
+          tpDst: { start: p.port, end: p.port },
+        },
+      },
+      [servicesChain, chain],
+      match,
+    );
+
+    const targets = targetsByPort.get(`${portName}/${protocol}`) ?? [];
+    if (targets.length === 0) {
+      b.add(
+        { kind: "Rule", parentId: chain, body: { id: subId(chain, "No Endpoints"), type: "drop" } },
+        [chain],
+        "3",
+      );
+      continue;
+    }
+
+    let previousIp: string | undefined;
+    for (const t of targets) {
+      if (t.ip === previousIp) continue; // sorted: one SNAT per address
+      previousIp = t.ip;
+      b.add(
+        {
+          kind: "Rule",
+          parentId: chain,
+          body: {
+            id: subId(chain, `Hairpin SNAT ${vip} ${t.ip}`),
+            type: "snat",
+            dlType: 0x0800,
+            nwSrcAddress: t.ip,
+            nwSrcLength: 32,
+            natTargets: [
+              {
+                addressFrom: vip,
+                addressTo: vip,
+                portFrom: c.snatPorts.from,
+                portTo: c.snatPorts.to,
+              },
+            ],
+            flowAction: "continue",
+          },
+        },
+        [chain],
+        `1/${t.sortKey.slice(0, 8)}`,
+      );
+    }
+
+    const natTargets: NatTarget[] = targets.map((t) => ({
+      addressFrom: t.ip,
+      addressTo: t.ip,
+      portFrom: t.port,
+      portTo: t.port,
+    }));
+    b.add(
+      {
+        kind: "Rule",
+        parentId: chain,
+        body: {
+          id: subId(chain, `DNAT ${targets.map((t) => `${t.ip}:${t.port}`).join(" ")}`),
+          type: "dnat",
+          natTargets,
+          flowAction: "accept",
+        },
+      },
+      [chain],
+      "2",
+    );
+  }
+  return b.build();
+}
