@@ -16,7 +16,11 @@ const tag = randomBytes(3).toString("hex");
 const root = mkdtempSync(join(tmpdir(), "cni-driver-demo-"));
 const bridge = `demo${tag}`;
 const podCidr = "10.244.250.0/24";
-const pods = ["a", "b"].map((p) => ({ name: `demo-${tag}-${p}`, netns: `cnidemo-${tag}-${p}`, id: `demo${tag}${p}` }));
+const pods = ["a", "b"].map((p) => ({
+  name: `demo-${tag}-${p}`,
+  netns: `cnidemo-${tag}-${p}`,
+  id: `demo${tag}${p}`,
+}));
 
 function sh(cmd: string, args: string[]): { status: number; out: string } {
   const r = spawnSync(cmd, args, { encoding: "utf8", timeout: 15_000 });
@@ -29,16 +33,25 @@ function say(msg: string): void {
 
 async function main(): Promise<void> {
   // The embedded default config, as the DaemonSet would mount it.
-  const cm = parse(readFileSync(new URL("../configmap/cni-driver-config.yaml", import.meta.url), "utf8")) as {
+  const cm = parse(
+    readFileSync(new URL("../configmap/cni-driver-config.yaml", import.meta.url), "utf8"),
+  ) as {
     data: Record<string, string>;
   };
   const configDir = join(root, "etc-cni-driver");
   mkdirSync(configDir);
   for (const [key, value] of Object.entries(cm.data)) {
     // Only the bridge name changes, so the demo never touches a real node's bridge.
-    writeFileSync(join(configDir, key), key.endsWith(".conflist") ? value.replaceAll('"midokube-br0"', `"${bridge}"`) : value);
+    writeFileSync(
+      join(configDir, key),
+      key.endsWith(".conflist") ? value.replaceAll('"midokube-br0"', `"${bridge}"`) : value,
+    );
   }
-  say(`config: configmap/cni-driver-config.yaml (networks: ${Object.keys(cm.data).filter((k) => k.endsWith(".conflist")).join(", ")}; bridge renamed ${bridge}; pod CIDR ${podCidr})`);
+  say(
+    `config: configmap/cni-driver-config.yaml (networks: ${Object.keys(cm.data)
+      .filter((k) => k.endsWith(".conflist"))
+      .join(", ")}; bridge renamed ${bridge}; pod CIDR ${podCidr})`,
+  );
 
   const socket = join(root, "run", "driver.sock");
   const driver = await startDriver(
@@ -61,7 +74,9 @@ async function main(): Promise<void> {
   const client = new DriverClient(socket);
   try {
     const status = await client.cniStatus();
-    say(`driver serving on ${socket}: ready=${status.ready}, version ${status.driver_version}, health http://${driver.healthAddress}/readyz`);
+    say(
+      `driver serving on ${socket}: ready=${status.ready}, version ${status.driver_version}, health http://${driver.healthAddress}/readyz`,
+    );
     const addrs: string[] = [];
     for (const p of pods) {
       sh("ip", ["netns", "add", p.netns]);
@@ -71,19 +86,47 @@ async function main(): Promise<void> {
         netns: `/run/netns/${p.netns}`,
         ifname: "eth0",
       });
-      if (res.error) throw new Error(`SetUpPod ${p.name}: CNI error ${res.error.code}: ${res.error.msg}`);
+      if (res.error)
+        throw new Error(`SetUpPod ${p.name}: CNI error ${res.error.code}: ${res.error.msg}`);
       const ip = res.result?.ips[0]?.address ?? "?";
       const host = res.result?.interfaces.find((i) => !i.sandbox)?.name;
       addrs.push(ip.split("/")[0] ?? "");
-      say(`pod ${p.name}: eth0 ${ip} via ${res.result?.ips[0]?.gateway} (host veth ${host} on ${bridge})`);
+      say(
+        `pod ${p.name}: eth0 ${ip} via ${res.result?.ips[0]?.gateway} (host veth ${host} on ${bridge})`,
+      );
     }
-    const ping = sh("ip", ["netns", "exec", pods[0]!.netns, "ping", "-c", "3", "-i", "0.2", "-W", "2", addrs[1]!]);
+    const ping = sh("ip", [
+      "netns",
+      "exec",
+      pods[0]!.netns,
+      "ping",
+      "-c",
+      "3",
+      "-i",
+      "0.2",
+      "-W",
+      "2",
+      addrs[1]!,
+    ]);
     say(`ping ${pods[0]!.name} -> ${pods[1]!.name} (${addrs[1]}):`);
-    say(ping.out.trim().split("\n").filter((l) => /bytes from|packet loss/.test(l)).map((l) => `  ${l}`).join("\n"));
+    say(
+      ping.out
+        .trim()
+        .split("\n")
+        .filter((l) => /bytes from|packet loss/.test(l))
+        .map((l) => `  ${l}`)
+        .join("\n"),
+    );
     if (ping.status !== 0) throw new Error("ping failed");
     for (const p of pods) {
-      const res = await client.tearDownPod({ container_id: p.id, netns: `/run/netns/${p.netns}`, ifname: "eth0", pod: { namespace: "default", name: p.name, uid: "" } });
-      if (res.error) throw new Error(`TearDownPod ${p.name}: CNI error ${res.error.code}: ${res.error.msg}`);
+      const res = await client.tearDownPod({
+        container_id: p.id,
+        netns: `/run/netns/${p.netns}`,
+        ifname: "eth0",
+        pod: { namespace: "default", name: p.name, uid: "" },
+      });
+      if (res.error)
+        throw new Error(`TearDownPod ${p.name}: CNI error ${res.error.code}: ${res.error.msg}`);
       say(`pod ${p.name}: torn down`);
     }
     const leases = readdirSync(join(root, "networks", "pod-network")).filter((f) => /^\d/.test(f));
@@ -103,8 +146,14 @@ function cleanup(): void {
 main().then(
   () => {
     cleanup();
-    const left = sh("ip", ["-o", "link", "show"]).out.includes(bridge) || sh("ip", ["netns", "list"]).out.includes(tag);
-    say(left ? "cleanup: something was left behind" : "cleanup: nothing left behind (namespaces, veths, bridge, temp root removed)");
+    const left =
+      sh("ip", ["-o", "link", "show"]).out.includes(bridge) ||
+      sh("ip", ["netns", "list"]).out.includes(tag);
+    say(
+      left
+        ? "cleanup: something was left behind"
+        : "cleanup: nothing left behind (namespaces, veths, bridge, temp root removed)",
+    );
     process.exitCode = left ? 1 : 0;
   },
   (err: unknown) => {

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(iproute2 iputils-ping iptables containernetworking-plugins)
+APT_PACKAGES=(iproute2 iputils-ping iptables containernetworking-plugins podman runc containerd busybox-static)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -129,16 +129,16 @@ export function parsePluginEnv(env: EnvRecord): PluginEnv {
     case "CHECK":
       return {
         command,
-        containerId: validateContainerId(get("CNI_CONTAINERID")),
+        containerId: inVariable("CNI_CONTAINERID", validateContainerId, get("CNI_CONTAINERID")),
         netns: get("CNI_NETNS") as string,
-        ifName: validateInterfaceName(get("CNI_IFNAME")),
+        ifName: inVariable("CNI_IFNAME", validateInterfaceName, get("CNI_IFNAME")),
         ...common,
       };
     case "DEL": {
       const del: DeleteEnv = {
         command,
-        containerId: validateContainerId(get("CNI_CONTAINERID")),
-        ifName: validateInterfaceName(get("CNI_IFNAME")),
+        containerId: inVariable("CNI_CONTAINERID", validateContainerId, get("CNI_CONTAINERID")),
+        ifName: inVariable("CNI_IFNAME", validateInterfaceName, get("CNI_IFNAME")),
         ...common,
       };
       const netns = get("CNI_NETNS");
@@ -149,6 +149,25 @@ export function parsePluginEnv(env: EnvRecord): PluginEnv {
     case "STATUS":
     case "VERSION":
       return { command, ...common };
+  }
+}
+
+/**
+ * Runs a names.ts check on one variable's value and appends the variable's name
+ * to its message, so the runtime's log says which variable is wrong; libcni's
+ * words stay first ("invalid characters in containerID: …"), so anything
+ * matching on them still matches.
+ */
+function inVariable(
+  name: CniEnvVar,
+  check: (value: string | undefined) => string,
+  value: string | undefined,
+): string {
+  try {
+    return check(value);
+  } catch (err) {
+    if (!(err instanceof CniError)) throw err;
+    throw new CniError(err.code, `${err.message} (${name})`, err.details);
   }
 }
 
