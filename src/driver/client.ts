@@ -10,7 +10,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { ErrorCode } from "../cni/errors.js";
+import { transportCniError } from "../wire/grpc-status.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
 import {
   API_VERSION,
@@ -117,15 +117,6 @@ function withVersion<T extends { api_version?: number }>(req: T): T {
 }
 
 export function transportError(err: grpc.ServiceError, socketPath: string): WireCniError {
-  const code =
-    err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED
-      ? ErrorCode.TryAgainLater
-      : err.code === grpc.status.UNIMPLEMENTED
-        ? ErrorCode.IncompatibleVersion
-        : ErrorCode.Internal;
-  return {
-    code,
-    msg: `cni-driver at ${socketPath}: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
-    details: `gRPC status ${grpc.status[err.code] ?? err.code}`,
-  };
+  const e = transportCniError(err.code, err.details || err.message, socketPath);
+  return { code: e.code, msg: e.message, details: e.details };
 }

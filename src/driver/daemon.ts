@@ -17,7 +17,7 @@ import { AttachmentLocks } from "./locks.js";
 import { createLogger, type LogLevel } from "./logger.js";
 import { Metrics } from "./metrics.js";
 import { type BuiltinPlugin, createPluginRunner } from "./plugin-runner.js";
-import { recoverAtStart } from "./recovery.js";
+import { recoverAtStart, replayDeletionQueue } from "./recovery.js";
 import { ResultCache } from "./result-cache.js";
 import { startGrpcServer } from "./server.js";
 import { AttachmentIndex, DriverService } from "./service.js";
@@ -222,7 +222,7 @@ export async function startDriver(
   });
 
   // Serving starts before recovery ends so that DELs are never refused; ADDs wait on readiness.
-  await recoverAtStart({
+  const recoveryDeps = {
     cache,
     executor,
     config,
@@ -230,8 +230,17 @@ export async function startDriver(
     attachments,
     stateDir: opts.stateDir,
     logger,
-  });
+  };
+  await recoverAtStart(recoveryDeps);
   recovered = true;
+  // A shim that found us without a config queued its DELs; a config arriving
+  // later makes them replayable without waiting for our next restart.
+  let replaying: Promise<unknown> = Promise.resolve();
+  config.on("reload", () => {
+    replaying = replaying
+      .then(() => replayDeletionQueue(recoveryDeps))
+      .catch((err) => logger.error({ err: String(err) }, "replaying the deletion queue failed"));
+  });
   metrics.setReady(notReadyReasons().length === 0);
   logger.info(
     { socket: opts.socket, health: health.address, attachments: attachments.size },

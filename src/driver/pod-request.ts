@@ -59,7 +59,7 @@ export function resolvePodRequest(req: PodRequest, verb: Verb): ResolvedPodReque
   const add = (k: string, v: string | undefined) => {
     if (v && !cniArgs.some(([key]) => key === k)) cniArgs.push([k, v]);
   };
-  add("IgnoreUnknown", "1");
+  withIgnoreUnknown(cniArgs);
   add("K8S_POD_NAMESPACE", pod.namespace);
   add("K8S_POD_NAME", pod.name);
   add("K8S_POD_INFRA_CONTAINER_ID", pod.namespace || pod.name ? containerId : undefined);
@@ -83,6 +83,15 @@ export function resolvePodRequest(req: PodRequest, verb: Verb): ResolvedPodReque
     pod,
     attachment: { containerId, netns: req.netns, ifName, cniArgs, capabilityArgs, extraArgs },
   };
+}
+
+/**
+ * Adds IgnoreUnknown=1 when absent, in place: every runtime sends it, and the
+ * reference plugins refuse the K8S_POD_* keys without it.
+ */
+export function withIgnoreUnknown(cniArgs: CniArgPair[]): CniArgPair[] {
+  if (!cniArgs.some(([key]) => key === "IgnoreUnknown")) cniArgs.unshift(["IgnoreUnknown", "1"]);
+  return cniArgs;
 }
 
 function parseStdinConfig(bytes: Uint8Array | undefined): Record<string, unknown> | undefined {

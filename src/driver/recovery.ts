@@ -21,6 +21,7 @@ import type { ConfigSource } from "./config-source.js";
 import type { ChainExecutor } from "./executor.js";
 import type { AttachmentLocks } from "./locks.js";
 import { attachmentKey } from "./locks.js";
+import { withIgnoreUnknown } from "./pod-request.js";
 import type { ResultCache } from "./result-cache.js";
 import type { AttachmentIndex } from "./service.js";
 
@@ -99,13 +100,15 @@ export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
     }
     const cfg = d.config.current();
     const network = record.network || cfg?.defaultNetwork || "";
+    // Without a config we cannot tell the default network yet: kept for the first config load.
+    if (!network) continue;
     try {
       await d.locks.run(attachmentKey(record.containerId, record.ifName), () =>
         d.executor.del(cfg?.networks.get(network), network, {
           containerId: record.containerId,
           netns: record.netns,
           ifName: record.ifName,
-          cniArgs: record.cniArgs,
+          cniArgs: withIgnoreUnknown([...record.cniArgs]),
           capabilityArgs: {},
         }),
       );

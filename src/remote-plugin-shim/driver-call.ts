@@ -7,8 +7,8 @@
  * reads the same whichever client printed it.
  */
 import { CniError, ErrorCode } from "../cni/errors.js";
+import { GrpcStatus, transportCniError } from "../wire/grpc-status.js";
 import { SERVICE_PATH, type WireCniError } from "../wire/types.js";
-import { GrpcStatus, grpcStatusName } from "./grpc-status.js";
 import { decodeMessage, encodeMessage, type WireMessages } from "./protobuf.js";
 
 const METHODS = {
@@ -32,22 +32,6 @@ export type DriverAnswer<M extends DriverMethod> =
 export interface CallOptions {
   timeoutMs: number;
   connectTimeoutMs?: number;
-}
-
-/** A transport failure as the CNI error a client reports for it. */
-export function transportCniError(status: number, message: string, socketPath: string): CniError {
-  const name = grpcStatusName(status);
-  const code =
-    status === GrpcStatus.UNAVAILABLE || status === GrpcStatus.DEADLINE_EXCEEDED
-      ? ErrorCode.TryAgainLater
-      : status === GrpcStatus.UNIMPLEMENTED
-        ? ErrorCode.IncompatibleVersion
-        : ErrorCode.Internal;
-  return new CniError(
-    code,
-    `cni-driver at ${socketPath}: ${name}: ${message}`,
-    `gRPC status ${name}`,
-  );
 }
 
 /** One call to the driver; never rejects. */

@@ -11,7 +11,7 @@
  */
 import * as http2 from "node:http2";
 import * as net from "node:net";
-import { GrpcStatus } from "./grpc-status.js";
+import { GrpcStatus } from "../wire/grpc-status.js";
 
 export interface UnaryCall {
   socketPath: string;

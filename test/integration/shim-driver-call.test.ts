@@ -17,8 +17,8 @@ import {
   answerError,
   callDriver,
   callDriverRetrying,
-  transportCniError,
 } from "../../src/remote-plugin-shim/driver-call.js";
+import { transportCniError } from "../../src/wire/grpc-status.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../../src/wire/proto-path.js";
 import type { PodRequest, PodResponse } from "../../src/wire/types.js";
 

@@ -10,14 +10,13 @@
 import { parseCniArgs, podIdentityFromArgs } from "../../cni/args.js";
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { cidrNetwork, formatIp, ipFamily, parseCidr, parseIp } from "../../cni/ip.js";
-import { normalizeMac } from "../../cni/mac.js";
 import { convertResult, parseResult, toResult100 } from "../../cni/result.js";
 import type { IPConfig, Result100, Route } from "../../cni/types.js";
 import { requireSupportedVersion } from "../../cni/versions.js";
 import { HOST_VETH_PREFIX, hostVethName, podVethKey } from "../../midonet/host-veth-name.js";
 import { ensureBridge } from "../../plumbing/bridge.js";
 import { IpCommandError } from "../../plumbing/ip-batch.js";
-import { randomMac } from "../../plumbing/mac.js";
+import { normalizeMac, randomMac } from "../../plumbing/mac.js";
 import {
   configureContainerSide,
   createVethPair,

@@ -23,7 +23,7 @@
  * reaches the node plumbing data (nodePlumbing), which is dual-stack.
  */
 
-import { normalizeMac } from "../../cni/mac.js";
+import { normalizeMac } from "../../plumbing/mac.js";
 import { idForKey, isUuid, macForKey, subId } from "../ids.js";
 import { type PodSubnet, parseAddress, podSubnet } from "./addressing.js";
 import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";

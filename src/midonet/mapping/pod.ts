@@ -13,7 +13,7 @@
  * bridge tables are IPv4 ARP only.
  */
 
-import { normalizeMac } from "../../cni/mac.js";
+import { normalizeMac } from "../../plumbing/mac.js";
 import { hostVethName } from "../host-veth-name.js";
 import { idForKey } from "../ids.js";
 import { parseAddress } from "./addressing.js";

@@ -1,0 +1,97 @@
+/**
+ * Start-up recovery from local truth: what an ADD killed half-way leaves (a lease
+ * and a host veth with no cached attachment) is released at start, and DELs the
+ * shim queued while the driver had no config are replayed once a config loads.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { expect } from "chai";
+import { queueDeletion } from "../../src/remote-plugin-shim/deletion-queue.js";
+import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
+import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harness.js";
+import { createNetns, uniqueTag } from "../support/netns.js";
+import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+
+describe("cni-driver serve: start-up recovery (integration)", function () {
+  this.timeout(60_000);
+  let h: DriverHarness;
+  const orphanVeth = `mido${uniqueTag(5).slice(0, 11)}`;
+  const orphanPeer = `cdo${uniqueTag()}`;
+
+  before(async function () {
+    requireRoot(this);
+    requireReferencePlugins(this, "host-local");
+    h = new DriverHarness({ subnetOctet: 18 });
+    await h.writeDefaultConfig();
+    await h.start();
+  });
+
+  after(async () => {
+    spawnSync("ip", ["link", "del", orphanVeth], { stdio: "ignore" });
+    await h?.cleanup();
+  });
+
+  it("releases a lease and removes a host veth that no cached attachment holds, keeping the live pod's", async () => {
+    createNetns(h.netnsName(1));
+    const res = await h.client.setUpPod(h.podRequest(1));
+    expectNoCniError(res);
+    const live = res.result?.ips[0]?.address.split("/")[0] as string;
+    await h.kill();
+    // What an ADD killed after IPAM and the veth, before the cache, leaves behind.
+    const orphanIp = `10.244.18.200`;
+    writeFileSync(join(h.dataDir, h.network, orphanIp), "deadbeef\r\neth0");
+    execFileSync("ip", [
+      "link",
+      "add",
+      orphanVeth,
+      "master",
+      h.bridge,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      orphanPeer,
+    ]);
+    expect(h.bridgePorts()).to.include(orphanVeth);
+
+    await h.start();
+    expect(h.leases()).to.deep.equal([live]);
+    expect(h.bridgePorts()).to.deep.equal([h.hostVeth(1)]);
+  });
+
+  it("replays a DEL queued while the driver had no config as soon as a config loads", async () => {
+    await h.stop();
+    await h.writeConfig({ "pod-network.conflist": "{ broken" });
+    await h.start({ waitReady: false });
+    queueDeletion(h.stateDir, {
+      kind: "cniDriverDeletionV1",
+      network: "",
+      containerId: h.containerId(1),
+      ifName: "eth0",
+      netns: h.netnsPath(1),
+      cniArgs: [
+        ["K8S_POD_NAMESPACE", h.podNamespace],
+        ["K8S_POD_NAME", h.podName(1)],
+      ],
+      cniVersion: "1.0.0",
+      queuedAtUnixMs: Date.now(),
+    });
+    const queue = join(h.stateDir, DELETION_QUEUE_DIR);
+    await sleep(300);
+    expect(readdirSync(queue).filter((n) => n.endsWith(".json"))).to.have.length(1);
+    expect(h.leases()).to.have.length(1);
+
+    await h.writeDefaultConfig();
+    const queued = () =>
+      existsSync(queue) ? readdirSync(queue).filter((n) => n.endsWith(".json")) : [];
+    // The record goes last, once the whole DEL succeeded.
+    for (let i = 0; i < 100 && queued().length > 0; i++) await sleep(50);
+    expect(h.leases()).to.deep.equal([]);
+    expect(h.bridgePorts()).to.deep.equal([]);
+    expect(h.cacheFiles()).to.deep.equal([]);
+    expect(
+      existsSync(queue) ? readdirSync(queue).filter((n) => n.endsWith(".json")) : [],
+    ).to.deep.equal([]);
+  });
+});
