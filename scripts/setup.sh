@@ -11,6 +11,9 @@ missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# kubectl (for `kubectl kustomize` in the manifest tests): Debian's package only when
+# no kubectl is on the machine, since another package may already own the command.
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing Debian packages: ${missing[*]} (run as root to install them)" >&2

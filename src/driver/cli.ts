@@ -10,7 +10,7 @@ import type { KeyValue, WireCniError } from "../wire/types.js";
 import { DriverClient } from "./client.js";
 import { driverOptionsFromFlags, driverVersion, SERVE_FLAGS, startDriver } from "./daemon.js";
 import { type FlagSpec, parseFlags, UsageError, usage } from "./flags.js";
-import { installExecutable, SHIM_TYPE } from "./host-install.js";
+import { DEFAULT_INSTALLED_PLUGINS, installExecutable, SHIM_TYPE } from "./host-install.js";
 
 const SOCKET_FLAG: FlagSpec = {
   name: "socket",
@@ -60,7 +60,7 @@ const INSTALL_FLAGS: readonly FlagSpec[] = [
   { name: "plugin-dir", default: "/usr/lib/cni", help: "where the reference plugins are" },
   {
     name: "plugins",
-    default: "host-local,loopback,portmap",
+    default: DEFAULT_INSTALLED_PLUGINS.join(","),
     help: "reference plugins to install, comma-separated",
   },
 ];

@@ -12,6 +12,8 @@ import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";
+/** The reference plugins the default ConfigMap relies on, installed beside the shim. */
+export const DEFAULT_INSTALLED_PLUGINS: readonly string[] = ["host-local", "loopback", "portmap"];
 
 /**
  * The host conflist: only the shim, declaring every capability the driver honours
