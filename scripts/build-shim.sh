@@ -7,12 +7,17 @@
 #     pinned below, stripped, cached under node_modules/.cache). It is not a
 #     devDependency on purpose: its package links `node_modules/.bin/node`, which
 #     would put every npm script and test of the project on that Node.
-#  2. esbuild bundles src/remote-plugin-shim/main.ts into one CommonJS file (a SEA
-#     runs one script and can require only Node's built-in modules).
-#  3. That Node writes the SEA blob, with V8's code cache so the bundle is not
-#     compiled at every exec, and with NODE_OPTIONS ignored (execArgvExtension
-#     "none"): the runtime's environment must not load code into the shim.
-#  4. postject injects the blob into a copy of the binary.
+#  2. esbuild bundles src/remote-plugin-shim/main.ts into one CommonJS function
+#     expression (a SEA can require only Node's built-in modules).
+#  3. That Node runs the bundle through every verb against a fake driver and keeps
+#     V8's code cache of it (scripts/shim-sea/code-cache.cjs): with the compiled
+#     code of every function the shim calls, not only the top level that SEA's own
+#     "useCodeCache" holds, an exec compiles almost nothing.
+#  4. That Node writes the SEA blob: scripts/shim-sea/loader.cjs as the main script
+#     (it runs the bundle with that cache), the bundle and the cache as assets, and
+#     NODE_OPTIONS ignored (execArgvExtension "none"): the runtime's environment
+#     must not load code into the shim.
+#  5. postject injects the blob into a copy of the binary.
 #
 # Usage: scripts/build-shim.sh [OUTPUT]   (default dist/bin/cni-driver-shim)
 set -euo pipefail
@@ -45,16 +50,29 @@ if [ ! -x "$node_bin" ]; then
   rm -rf "$work/package" "${work:?}/$tgz"
 fi
 
+# The CommonJS module wrapper, written out: loader.cjs calls it as Node would.
 npx esbuild src/remote-plugin-shim/main.ts --bundle --platform=node --format=cjs \
-  --target=node24 --legal-comments=none --log-level=warning --outfile="$work/shim.cjs"
+  --target=node24 --legal-comments=none --log-level=warning --outfile="$work/shim.cjs" \
+  --banner:js="(function (exports, require, module, __filename, __dirname) {" --footer:js="})"
+
+# Its output is the shim's answers to the fake driver: not for the build log.
+if ! log=$("$node_bin" scripts/shim-sea/code-cache.cjs "$work/shim.cjs" "$work/shim.code-cache" \
+  </dev/null 2>&1); then
+  echo "$log" >&2
+  exit 1
+fi
 
 cat >"$work/sea-config.json" <<EOF
 {
-  "main": "$work/shim.cjs",
+  "main": "scripts/shim-sea/loader.cjs",
   "output": "$work/shim.blob",
   "disableExperimentalSEAWarning": true,
   "useCodeCache": true,
-  "execArgvExtension": "none"
+  "execArgvExtension": "none",
+  "assets": {
+    "shim.cjs": "$work/shim.cjs",
+    "shim.code-cache": "$work/shim.code-cache"
+  }
 }
 EOF
 if ! log=$("$node_bin" --experimental-sea-config "$work/sea-config.json" 2>&1); then

@@ -31,3 +31,14 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
   npm ci --no-audit --no-fund --loglevel=error >&2
   cp package-lock.json "$stamp"
 fi
+
+# The in-process netlink addon (pod plumbing without a spawn per pod). Without it
+# the driver falls back to iproute2 and says so; CI must have it.
+addon=build/Release/cni_driver_netlink.node
+if [ ! -f "$addon" ] || [ -n "$(find native binding.gyp -newer "$addon" 2>/dev/null | head -1)" ]; then
+  echo "setup: building the netlink addon" >&2
+  if ! bash scripts/build-native.sh >&2; then
+    echo "setup: the netlink addon did not build; the driver will use iproute2" >&2
+    [ "${CI:-}" != "true" ] || exit 1
+  fi
+fi

@@ -65,7 +65,7 @@ const INSTALL_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
-const COMMANDS = "serve | install-cni | add | del | check | status | gc | version";
+const COMMANDS = "serve | install-cni | midonet-controller | add | del | check | status | gc | version";
 
 function defaultShimPath(): string {
   return new URL("../../dist/bin/cni-driver-shim", import.meta.url).pathname.replace(
@@ -95,6 +95,9 @@ async function main(argv: string[]): Promise<number> {
       return serve(rest);
     case "install-cni":
       return installCni(rest);
+    case "midonet-controller":
+      // Loaded only here: the node daemon and the client commands never need it.
+      return (await import("../midonet/controller/main.js")).runMidonetController(rest);
     case "add":
     case "del":
     case "check":

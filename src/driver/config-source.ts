@@ -36,6 +36,12 @@ export interface ConfigSourceOptions {
   /** host-local's `dataDir` for networks that set none. */
   hostLocalDataDir?: string;
   builtins?: LoadOptions["builtins"];
+  /**
+   * Which directory each load reads; default `dir`, which is watched either way.
+   * With `--configmap`, the ConfigMap's copy fetched through the API while that
+   * is the fresher one (kube/configmap-mirror.ts).
+   */
+  resolveDir?: () => Promise<string>;
   /** Quiet time after the last change before a reload; default 100 ms. */
   debounceMs?: number;
   logger?: pino.Logger;
@@ -140,6 +146,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
   private readonly log: pino.Logger;
   private podCidrs: PodCidrs;
   private readonly hostLocalDataDir: string | undefined;
+  private readonly resolveDir: (() => Promise<string>) | undefined;
 
   private config: DriverConfig | undefined;
   private error: ConfigError | undefined;
@@ -159,6 +166,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     // Absolute and normalised: chokidar reports paths under it, compared by prefix.
     this.dir = resolve(opts.dir);
     this.hostLocalDataDir = opts.hostLocalDataDir;
+    this.resolveDir = opts.resolveDir;
     this.binDirs = [...opts.binDirs];
     this.builtins = opts.builtins;
     this.debounceMs = opts.debounceMs ?? 100;
@@ -267,12 +275,14 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     const started = performance.now();
     this.reloadCount += 1;
     let cfg: DriverConfig;
+    let dir = this.dir;
     try {
-      const files = await readConfigDir(this.dir);
+      if (this.resolveDir) dir = await this.resolveDir();
+      const files = await readConfigDir(dir);
       cfg = loadDriverConfig(
         files,
         {
-          source: this.dir,
+          source: dir,
           podCidrs: this.podCidrs,
           hostLocalDataDir: this.hostLocalDataDir,
           pluginExists: pluginFinder(this.binDirs),
@@ -282,7 +292,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
         this.generation + 1,
       );
     } catch (err) {
-      this.reject(err);
+      this.reject(err, dir);
       return;
     }
     // The swap: one assignment, so a call sees either the old config or the new one.
@@ -302,14 +312,14 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     this.notify("reload", () => this.emit("reload", cfg));
   }
 
-  private reject(err: unknown): void {
+  private reject(err: unknown, dir: string): void {
     this.reloadErrorCount += 1;
-    const message = describe(err, this.dir);
-    const error: ConfigError = { message, at: new Date(), source: this.dir };
+    const message = describe(err, dir);
+    const error: ConfigError = { message, at: new Date(), source: dir };
     this.error = error;
     this.log.error(
       {
-        source: this.dir,
+        source: dir,
         code: err instanceof CniError ? err.code : undefined,
         keptGeneration: this.config?.generation ?? null,
       },

@@ -2,17 +2,24 @@
  * `cni-driver serve`: wires the config source, the executor, the gRPC server and
  * the health endpoint together, recovers state at start, and shuts down cleanly.
  *
- * Ready means: a valid config is loaded, start-up recovery is done, and we are not
- * shutting down. Until then SetUpPod answers code 11 and STATUS code 50.
+ * Ready means: a valid config is loaded, start-up recovery is done, we are not
+ * shutting down, and (with the Kubernetes API) the Node has given us a pod CIDR.
+ * Until then SetUpPod answers code 11 and STATUS code 50.
+ *
+ * The Kubernetes API is optional (kube/integration.ts): without `--kubeconfig`
+ * or an in-cluster service account the driver runs standalone, and its client
+ * library is never even loaded.
  */
 import { readFileSync } from "node:fs";
 import type pino from "pino";
+import { plumbingBackend } from "../plumbing/backend.js";
 import { createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import { ConfigSource } from "./config-source.js";
 import { ChainExecutor } from "./executor.js";
 import type { FlagSpec, FlagValues } from "./flags.js";
 import { dialUnixSocket, startHealthServer } from "./health.js";
 import { HOST_CONFLIST_NAME, installHostConflist } from "./host-install.js";
+import { KubeIntegration, kubeSettingsFrom } from "./kube/integration.js";
 import { AttachmentLocks } from "./locks.js";
 import { createLogger, type LogLevel } from "./logger.js";
 import { Metrics } from "./metrics.js";
@@ -43,9 +50,20 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
   },
   {
     name: "pod-cidr",
-    help: "the node's pod CIDR(s), comma-separated (fills usePodCidr / usePodCidrIPv6)",
+    help: "the node's pod CIDR(s), comma-separated (fills usePodCidr / usePodCidrIPv6); when given, wins over the Node's spec.podCIDRs",
   },
-  { name: "node-name", help: "this node's name" },
+  {
+    name: "node-name",
+    help: "this node's name (else $NODE_NAME): its Node's spec.podCIDRs fill usePodCidr when the API is there",
+  },
+  {
+    name: "kubeconfig",
+    help: "the Kubernetes API's kubeconfig (else in-cluster when KUBERNETES_SERVICE_HOST is set, else no API)",
+  },
+  {
+    name: "configmap",
+    help: "NAMESPACE/NAME: also follow this ConfigMap through the API (the mounted --config-dir is the fallback)",
+  },
   {
     name: "health-addr",
     default: "127.0.0.1:9767",
@@ -78,6 +96,10 @@ export interface DriverOptions {
   hostLocalDataDir: string;
   podCidrs: { v4?: string; v6?: string };
   nodeName?: string;
+  /** `--kubeconfig`; undefined: in-cluster when in a pod, else no API. */
+  kubeconfig?: string;
+  /** `--configmap` NAMESPACE/NAME. */
+  configMap?: string;
   healthAddr: string;
   logLevel: LogLevel;
   pluginTimeoutMs: number;
@@ -112,6 +134,8 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     hostLocalDataDir: str("host-local-data-dir"),
     podCidrs,
     nodeName: str("node-name") || undefined,
+    kubeconfig: str("kubeconfig") || undefined,
+    configMap: str("configmap") || undefined,
     healthAddr: str("health-addr"),
     logLevel: str("log-level") as LogLevel,
     pluginTimeoutMs: num("plugin-timeout") * 1000,
@@ -147,9 +171,32 @@ export async function startDriver(
   opts: DriverOptions,
   logger = createLogger({ level: opts.logLevel, name: "cni-driver" }),
 ): Promise<RunningDriver> {
+  // Chosen once, before any pod: rtnetlink in-process, or iproute2 execs without the addon.
+  const plumbing = await plumbingBackend();
+  logger[plumbing.fallback ? "warn" : "info"](
+    { plumbing: plumbing.name, reason: plumbing.reason },
+    `pod plumbing through ${plumbing.name}`,
+  );
   const metrics = new Metrics();
   const builtins = new Map<string, BuiltinPlugin>([[MIDONET_PLUGIN_TYPE, createMidonetPlugin()]]);
-  const config = new ConfigSource({
+  const kubeSettings = kubeSettingsFrom({
+    kubeconfig: opts.kubeconfig,
+    nodeName: opts.nodeName,
+    configMap: opts.configMap,
+    podCidrGiven: opts.podCidrs.v4 !== undefined || opts.podCidrs.v6 !== undefined,
+    configDir: opts.configDir,
+    stateDir: opts.stateDir,
+  });
+  // Its callbacks reach the ConfigSource only after start(), below.
+  const kube: KubeIntegration | undefined = kubeSettings
+    ? new KubeIntegration(kubeSettings, {
+        logger,
+        setPodCidrs: (c): Promise<void> => config.setPodCidrs(c),
+        reloadConfig: (): Promise<void> => config.reload(),
+      })
+    : undefined;
+  const config: ConfigSource = new ConfigSource({
+    resolveDir: kube?.resolveConfigDir,
     dir: opts.configDir,
     binDirs: opts.binDirs,
     podCidrs: opts.podCidrs,
@@ -187,16 +234,17 @@ export async function startDriver(
 
   let recovered = false;
   let shuttingDown = false;
-  const notReadyReasons = (): string[] => {
-    const reasons: string[] = [];
-    if (shuttingDown) reasons.push("shutting down");
-    if (!config.current())
-      reasons.push(
-        `no valid network configuration: ${config.lastError()?.message ?? "not loaded yet"}`,
-      );
-    if (!recovered) reasons.push("start-up recovery in progress");
-    return reasons;
-  };
+  /** Each says why the driver cannot serve ADD now, or nothing. */
+  const readinessChecks: Array<() => string[]> = [
+    () => (shuttingDown ? ["shutting down"] : []),
+    () =>
+      config.current()
+        ? []
+        : [`no valid network configuration: ${config.lastError()?.message ?? "not loaded yet"}`],
+    () => (recovered ? [] : ["start-up recovery in progress"]),
+  ];
+  if (kube) readinessChecks.push(() => kube.notReadyReasons());
+  const notReadyReasons = (): string[] => readinessChecks.flatMap((check) => check());
 
   const service = new DriverService({
     config,
@@ -207,8 +255,10 @@ export async function startDriver(
     driverVersion: driverVersion(),
     notReadyReasons,
     attachments,
+    podObserver: kube?.observer,
   });
 
+  await kube?.start();
   await config.start();
   const grpcServer = await startGrpcServer(opts.socket, service);
   const health = await startHealthServer(opts.healthAddr, {
@@ -266,6 +316,7 @@ export async function startDriver(
       await closing;
       clearTimeout(timer);
       await health.close();
+      await kube?.stop();
       await config.close();
     },
   };

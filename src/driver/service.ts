@@ -42,6 +42,29 @@ export interface ServiceDeps {
   notReadyReasons: () => string[];
   /** Live attachments the driver knows of (kept by the caller from the cache). */
   attachments: AttachmentIndex;
+  /** Told of pods set up, torn down or failed, after the answer: never on the CNI path. */
+  podObserver?: PodNetworkObserver;
+}
+
+/** One attachment, as a PodNetworkObserver hears of it. */
+export interface PodAttachmentInfo {
+  /** The Kubernetes pod, when the runtime named one (podman's containers have none). */
+  pod: { namespace?: string; name?: string; uid?: string };
+  containerId: string;
+  ifName: string;
+  network: string;
+}
+
+/**
+ * What happens to pods, for those who act on it outside the RPC (the Kubernetes
+ * side: kube/pod-hooks.ts). Called once the answer is on its way; must return
+ * at once and never throw (a throw is logged and ignored).
+ */
+export interface PodNetworkObserver {
+  attached(a: PodAttachmentInfo, result: AnyResult): void;
+  detached(a: PodAttachmentInfo): void;
+  /** `step`: where SetUpPod failed, e.g. "running the plugin chain". */
+  setUpFailed(a: PodAttachmentInfo, step: string, error: CniError): void;
 }
 
 /** Which attachments exist, by network/container/ifname: counted for CniStatus and metrics. */
@@ -66,20 +89,34 @@ export class DriverService {
 
   async setUpPod(req: PodRequest): Promise<PodResponse> {
     let version = req.cni_version || "";
+    let step = "validating the request";
+    let info: PodAttachmentInfo = {
+      pod: { ...(req.pod ?? {}) },
+      containerId: req.container_id,
+      ifName: req.ifname,
+      network: req.network,
+    };
     return this.observe<PodResponse>(
       "ADD",
       req,
       async () => {
         const r = resolvePodRequest(req, "ADD");
+        info = { ...info, pod: r.pod, network: r.network };
+        step = "choosing the network";
         const list = this.network(r.network);
+        info.network = list.name;
         version = r.cniVersion ?? list.cniVersion;
+        step = "waiting for the driver to be ready";
         this.requireReady();
+        step = "running the plugin chain";
         const result = await this.d.locks.run(
           attachmentKey(r.attachment.containerId, r.attachment.ifName),
           () => this.d.executor.add(list, r.attachment),
         );
         this.d.attachments.add(list.name, r.attachment.containerId, r.attachment.ifName);
+        step = "converting the result";
         const out = convertResult(result, r.cniVersion ?? list.cniVersion);
+        this.tell((o) => o.attached(info, result));
         return {
           error: null,
           cni_version: out.cniVersion,
@@ -87,7 +124,12 @@ export class DriverService {
           result: toWireResult(result),
         };
       },
-      (error) => ({ error, cni_version: version || "", result_json: "", result: null }),
+      (error) => {
+        this.tell((o) =>
+          o.setUpFailed(info, step, new CniError(error.code, error.msg, error.details)),
+        );
+        return { error, cni_version: version || "", result_json: "", result: null };
+      },
     );
   }
 
@@ -109,6 +151,14 @@ export class DriverService {
           this.d.executor.del(list, name, r.attachment),
         );
         this.d.attachments.remove(name, r.attachment.containerId, r.attachment.ifName);
+        this.tell((o) =>
+          o.detached({
+            pod: r.pod,
+            containerId: r.attachment.containerId,
+            ifName: r.attachment.ifName,
+            network: name,
+          }),
+        );
         return { error: null };
       },
       (error) => ({ error }),
@@ -228,6 +278,23 @@ export class DriverService {
       );
     }
     return list;
+  }
+
+  /**
+   * Tells the observer, after the answer: setImmediate runs once the response
+   * has been handed to the transport, so nothing an observer does (even
+   * synchronously) delays it.
+   */
+  private tell(fn: (o: PodNetworkObserver) => void): void {
+    const observer = this.d.podObserver;
+    if (!observer) return;
+    setImmediate(() => {
+      try {
+        fn(observer);
+      } catch (err) {
+        this.d.logger.error({ err: String(err) }, "pod observer failed");
+      }
+    });
   }
 
   private requireReady(): void {

@@ -1,4 +1,5 @@
 /** The per-node Linux bridge of the kernel datapath: it holds the gateway addresses and the host veths. */
+import { netlinkPlumbing } from "./backend.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { showLink } from "./pod-interface.js";
 
@@ -11,6 +12,8 @@ export async function ensureBridge(
   gatewayCidrs: readonly string[],
   mtu?: number,
 ): Promise<void> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.ensureBridge(name, gatewayCidrs, mtu);
   const link = await showLink(name);
   const cmds: string[] = [];
   if (!link) cmds.push(`link add ${name}${mtu ? ` mtu ${mtu}` : ""} type bridge`);
@@ -35,6 +38,8 @@ export async function ensureBridge(
 
 /** The names of the links enslaved to the bridge; [] when it does not exist. */
 export async function listBridgePorts(name: string): Promise<string[]> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.listBridgePorts(name);
   try {
     const lines = await ipBatch([`link show master ${name}`], { json: true });
     return (parseJsonLines<{ ifname: string }>(lines)[0] ?? []).map((l) => l.ifname);

@@ -1,8 +1,11 @@
 /**
  * A pod's veth pair: the container end named as the runtime asked, inside the
  * pod's netns, with its addresses and routes; the host end in the host netns.
- * Two `ip -batch` execs set a pod up (the first can overlap IPAM); one tears it down.
+ * Through rtnetlink in-process when the native addon is there (backend.ts);
+ * otherwise two `ip -batch` execs set a pod up (the first can overlap IPAM) and
+ * one tears it down.
  */
+import { netlinkPlumbing } from "./backend.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { netnsExists, netnsName } from "./netns.js";
 
@@ -49,6 +52,8 @@ export function netnsLinkRef(path: string): string | undefined {
  * from the host for a nameable netns. On failure nothing is left behind.
  */
 export async function createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.createVethPair(spec, host);
   const ref = netnsLinkRef(spec.netns);
   const master = host.bridge ? ` master ${host.bridge}` : "";
   if (ref !== undefined) {
@@ -89,6 +94,8 @@ export interface ContainerSideSpec {
  * One exec inside the netns. The caller removes the pair if it fails.
  */
 export async function configureContainerSide(spec: ContainerSideSpec): Promise<void> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.configureContainerSide(spec);
   await ipBatch(
     [
       ...spec.addresses.map((a) => `addr add ${a.cidr} dev ${spec.ifName}`),
@@ -118,6 +125,8 @@ export interface PodInterfaceRef {
  * Returns whether anything was removed.
  */
 export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.deletePodInterface(ref);
   if (await netnsExists(ref.netns)) {
     try {
       await ipBatch([`link del ${ref.ifName}`], { netns: ref.netns });
@@ -146,6 +155,8 @@ export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean>
 
 /** Removes one host link by name; missing is fine. */
 export async function deleteHostLink(name: string): Promise<void> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.deleteHostLink(name);
   try {
     await ipBatch([`link del ${name}`]);
   } catch (err) {
@@ -165,6 +176,8 @@ export interface LinkInfo {
 
 /** A link in the host (or in `netns`), undefined when it does not exist. */
 export async function showLink(name: string, netns?: string): Promise<LinkInfo | undefined> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.showLink(name, netns);
   try {
     const lines = await ipBatch([`link show dev ${name}`], { json: true, details: true, netns });
     return parseJsonLines<LinkInfo>(lines)[0]?.[0];
@@ -201,6 +214,8 @@ export async function inspectPodInterface(
   ifName: string,
   withIpv6Routes: boolean,
 ): Promise<PodInterfaceState | undefined> {
+  const nl = await netlinkPlumbing();
+  if (nl) return nl.inspectPodInterface(netns, ifName, withIpv6Routes);
   let lines: string[];
   try {
     lines = await ipBatch([`addr show dev ${ifName}`, `route show dev ${ifName}`], {

@@ -42,7 +42,7 @@ export async function callDriver<M extends DriverMethod>(
   opts: CallOptions,
 ): Promise<DriverAnswer<M>> {
   const [requestType, responseType] = METHODS[method];
-  // Loaded on first use: node:http2 is the largest part of the shim's start-up.
+  // Loaded on first use: VERSION and input errors need no socket (node:net).
   const { unaryCall } = await import("./grpc-http2.js");
   const outcome = await unaryCall({
     socketPath,

@@ -6,7 +6,6 @@
  * path (`/proc/<pid>/ns/net` as often as `/run/netns/<name>`), which `ip -n` cannot
  * take.
  */
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 
 export type TeardownOutcome =
@@ -24,14 +23,21 @@ const SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
  * Deletes `ifName` inside the netns at `netns`, bounded by `timeoutMs`. Never
  * throws: a netns or interface already gone is the expected case on DEL.
  */
-export function removeContainerInterface(
+export async function removeContainerInterface(
   netns: string | undefined,
   ifName: string,
   timeoutMs = 5000,
 ): Promise<TeardownOutcome> {
-  if (!netns) return Promise.resolve({ removed: false, reason: "no netns" });
-  if (!existsSync(netns)) return Promise.resolve({ removed: false, reason: "netns gone" });
+  if (!netns) return { removed: false, reason: "no netns" };
+  if (!existsSync(netns)) return { removed: false, reason: "netns gone" };
   const path = process.env.PATH ? `${process.env.PATH}:${SYSTEM_PATH}` : SYSTEM_PATH;
+  // Loaded here, not at start: only a DEL without a driver gets this far. Not by
+  // import() where Node has getBuiltinModule (20.16+, and the executable's 24): the
+  // executable runs the shim through node:vm, where import() warns on stderr.
+  const { execFile } =
+    typeof process.getBuiltinModule === "function"
+      ? process.getBuiltinModule("node:child_process")
+      : await import("node:child_process");
   return new Promise((resolve) => {
     execFile(
       "nsenter",

@@ -1,9 +1,10 @@
 /**
- * The shim's gRPC client (node:http2 and the hand codec) against a grpc-js server
- * loaded from proto/cni_driver.proto exactly as the driver loads it, on a unix
- * socket: answers come back decoded, and every transport failure becomes the CNI
- * error the .proto's header prescribes (UNAVAILABLE and DEADLINE_EXCEEDED → 11,
- * UNIMPLEMENTED → 1, anything else → 999 with the status as details).
+ * The shim's gRPC client (its own HTTP/2 client and the hand codec) against a
+ * grpc-js server loaded from proto/cni_driver.proto exactly as the driver loads
+ * it, on a unix socket: answers come back decoded, and every transport failure
+ * becomes the CNI error the .proto's header prescribes (UNAVAILABLE and
+ * DEADLINE_EXCEEDED → 11, UNIMPLEMENTED → 1, anything else → 999 with the status
+ * as details).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http2 from "node:http2";
@@ -55,7 +56,7 @@ async function startServer(socket: string, handlers: Handlers): Promise<grpc.Ser
   return server;
 }
 
-describe("shim driver-call over node:http2 (integration: a grpc-js server)", function () {
+describe("shim driver-call over HTTP/2 (integration: a grpc-js server)", function () {
   this.timeout(20_000);
   let dir: string;
   let socket: string;

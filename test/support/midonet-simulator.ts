@@ -68,6 +68,8 @@ export interface CallRecord {
   authenticated: boolean;
   /** Set when an injected fault shaped the answer. */
   fault?: "status" | "delay" | "hang";
+  /** A create's answer: the created object's path, relative to the API base. */
+  location?: string;
 }
 
 export interface FaultSpec {
@@ -728,7 +730,10 @@ export class MidonetSimulator {
       this.finish(res, record, status, { code: status, message }, MT.error);
       return;
     }
-    if (reply.location !== undefined) res.setHeader("Location", this.baseUrl + reply.location);
+    if (reply.location !== undefined) {
+      res.setHeader("Location", this.baseUrl + reply.location);
+      record.location = reply.location;
+    }
     this.finish(res, record, reply.status, reply.body, replyType);
   }
 

@@ -124,7 +124,13 @@ function newestMtime(path: string): number {
 }
 
 /** What the shim bundle is made of: it imports the CNI protocol and the wire types only. */
-const SHIM_SOURCES = ["src/remote-plugin-shim", "src/cni", "src/wire", "scripts/build-shim.sh"];
+const SHIM_SOURCES = [
+  "src/remote-plugin-shim",
+  "src/cni",
+  "src/wire",
+  "scripts/build-shim.sh",
+  "scripts/shim-sea",
+];
 
 /**
  * Builds the shim (`npm run build:shim`) when its executable is missing or older

@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import { expect } from "chai";
 import { DaemonSet, type IDaemonSet } from "kubernetes-models/apps/v1/DaemonSet";
+import { Deployment, type IDeployment } from "kubernetes-models/apps/v1/Deployment";
 import {
   ClusterRole,
   type IClusterRole,
@@ -29,6 +30,11 @@ import {
   ClusterRoleBinding,
   type IClusterRoleBinding,
 } from "kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding";
+import { type IRole, Role } from "kubernetes-models/rbac.authorization.k8s.io/v1/Role";
+import {
+  type IRoleBinding,
+  RoleBinding,
+} from "kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding";
 import type { IContainer } from "kubernetes-models/v1";
 import { ConfigMap, type IConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { ServiceAccount } from "kubernetes-models/v1/ServiceAccount";
@@ -41,6 +47,7 @@ import { SERVE_FLAGS } from "../../src/driver/daemon.js";
 import { envName } from "../../src/driver/flags.js";
 import { DEFAULT_INSTALLED_PLUGINS } from "../../src/driver/host-install.js";
 import { loadDriverConfig } from "../../src/driver/network-config.js";
+import { CONTROLLER_FLAGS } from "../../src/midonet/controller/main.js";
 import { requireCommand } from "../support/requirements.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -77,6 +84,8 @@ const readRepoFile = (path: string): string => readFileSync(`${ROOT}${path}`, "u
 const MANIFEST_FILES = [
   "daemonset/rbac.yaml",
   "daemonset/daemonset.yaml",
+  "daemonset/midonet-controller-rbac.yaml",
+  "daemonset/midonet-controller.yaml",
   "configmap/cni-driver-config.yaml",
 ];
 const RAW: Manifest[] = MANIFEST_FILES.flatMap((f) => parseManifests(readRepoFile(f), f));
@@ -119,7 +128,13 @@ const KINDS: Readonly<Record<string, KindSchema>> = {
     validate: model(ClusterRoleBinding),
     fields: "V1ClusterRoleBinding",
   },
+  "rbac.authorization.k8s.io/v1 Role": { validate: model(Role), fields: "V1Role" },
+  "rbac.authorization.k8s.io/v1 RoleBinding": {
+    validate: model(RoleBinding),
+    fields: "V1RoleBinding",
+  },
   "apps/v1 DaemonSet": { validate: model(DaemonSet), fields: "V1DaemonSet" },
+  "apps/v1 Deployment": { validate: model(Deployment), fields: "V1Deployment" },
 };
 
 interface FieldInfo {
@@ -190,6 +205,12 @@ const EXPECTED_OBJECTS = [
   "ClusterRoleBinding cni-driver",
   "DaemonSet cni-driver",
   "ConfigMap cni-driver-config",
+  "ServiceAccount cni-driver-midonet-controller",
+  "ClusterRole cni-driver-midonet-controller",
+  "ClusterRoleBinding cni-driver-midonet-controller",
+  "Role cni-driver-midonet-controller",
+  "RoleBinding cni-driver-midonet-controller",
+  "Deployment cni-driver-midonet-controller",
 ];
 
 const rawDaemonSet = (): IDaemonSet => structuredClone(find<IDaemonSet>(RAW, "DaemonSet", NAME));
@@ -408,7 +429,7 @@ const PACKAGE_VERSION = (JSON.parse(readRepoFile("package.json")) as { version: 
 
 describe("manifests (daemonset/ and configmap/)", () => {
   describe("Kubernetes schemas", () => {
-    it("the files hold exactly the ServiceAccount, ClusterRole, binding, DaemonSet and ConfigMap", () => {
+    it("the files hold exactly the driver's ServiceAccount, ClusterRole, binding, DaemonSet and ConfigMap, and the MidoNet controller's ServiceAccount, ClusterRole, Role, bindings and Deployment", () => {
       expect(RAW.map((m) => idOf(m.doc)).sort()).to.deep.equal([...EXPECTED_OBJECTS].sort());
     });
 
@@ -430,7 +451,7 @@ describe("manifests (daemonset/ and configmap/)", () => {
   });
 
   describe("kustomize: kubectl apply -k daemonset/ installs everything", () => {
-    it("daemonset/kustomization.yaml lists rbac.yaml, daemonset.yaml and ../configmap in kube-system", () => {
+    it("daemonset/kustomization.yaml lists rbac.yaml, daemonset.yaml, the MidoNet controller's files and ../configmap in kube-system", () => {
       const [k] = parseManifests(
         readRepoFile("daemonset/kustomization.yaml"),
         "daemonset/kustomization.yaml",
@@ -441,7 +462,13 @@ describe("manifests (daemonset/ and configmap/)", () => {
       expect([
         ...((k?.doc.resources ?? []) as string[]),
         ...((k?.doc.bases ?? []) as string[]),
-      ]).to.have.members(["rbac.yaml", "daemonset.yaml", "../configmap"]);
+      ]).to.have.members([
+        "rbac.yaml",
+        "daemonset.yaml",
+        "midonet-controller-rbac.yaml",
+        "midonet-controller.yaml",
+        "../configmap",
+      ]);
       const [c] = parseManifests(
         readRepoFile("configmap/kustomization.yaml"),
         "configmap/kustomization.yaml",
@@ -708,6 +735,165 @@ describe("manifests (daemonset/ and configmap/)", () => {
       expect(() => load((t) => INSTALLED_PLUGINS.has(t) && t !== "portmap")).to.throw(
         /no such plugin/,
       );
+    });
+  });
+
+  describe("the MidoNet controller (Deployment beside the DaemonSet)", () => {
+    const CTL = "cni-driver-midonet-controller";
+    const deployment = find<IDeployment>(RAW, "Deployment", CTL);
+    const pod = deployment.spec?.template.spec;
+    const ctl = pod?.containers[0] as IContainer;
+    const ctlEnv = (name: string) => ctl.env?.find((e) => e.name === name);
+    /** The effective value of a controller flag: its env twin in the Deployment, else its default. */
+    const ctlFlag = (flag: string): string | undefined => {
+      const spec = CONTROLLER_FLAGS.find((f) => f.name === flag);
+      if (!spec) throw new Error(`midonet-controller has no flag --${flag}`);
+      return ctlEnv(envName(flag))?.value ?? spec.default;
+    };
+    const grants = (rules: IClusterRole["rules"]) =>
+      (rules ?? []).flatMap((r) => {
+        expect(r.resourceNames, "resourceNames").to.equal(undefined);
+        return (r.apiGroups ?? []).flatMap((g) =>
+          (r.resources ?? []).flatMap((res) => r.verbs.map((v) => `${g || "core"}/${res}: ${v}`)),
+        );
+      });
+
+    it("the ClusterRole grants exactly list/watch of what is mapped, and patch of nodes (their annotations)", () => {
+      const role = find<IClusterRole>(RAW, "ClusterRole", CTL);
+      expect(grants(role.rules).sort()).to.deep.equal(
+        [
+          "core/nodes: list",
+          "core/nodes: watch",
+          "core/nodes: patch",
+          "core/pods: list",
+          "core/pods: watch",
+          "core/services: list",
+          "core/services: watch",
+          "discovery.k8s.io/endpointslices: list",
+          "discovery.k8s.io/endpointslices: watch",
+        ].sort(),
+      );
+      expect(JSON.stringify(role.rules)).to.not.include("*");
+    });
+
+    it("leases get/create/update through a Role in the namespace of --lease-namespace only", () => {
+      const role = find<IRole>(RAW, "Role", CTL);
+      expect(role.metadata?.namespace).to.equal(NAMESPACE);
+      expect(ctlFlag("lease-namespace")).to.equal(NAMESPACE);
+      expect(grants(role.rules).sort()).to.deep.equal(
+        [
+          "coordination.k8s.io/leases: create",
+          "coordination.k8s.io/leases: get",
+          "coordination.k8s.io/leases: update",
+        ].sort(),
+      );
+    });
+
+    it("both bindings tie their role to the controller's ServiceAccount, which the Deployment uses", () => {
+      const sa = find<{ metadata: { namespace?: string } }>(RAW, "ServiceAccount", CTL);
+      expect(sa.metadata.namespace).to.equal(NAMESPACE);
+      expect(pod?.serviceAccountName).to.equal(CTL);
+      const subjects = [{ kind: "ServiceAccount", name: CTL, namespace: NAMESPACE }];
+      const cb = find<IClusterRoleBinding>(RAW, "ClusterRoleBinding", CTL);
+      expect(cb.roleRef).to.deep.equal({
+        apiGroup: "rbac.authorization.k8s.io",
+        kind: "ClusterRole",
+        name: CTL,
+      });
+      expect(cb.subjects).to.deep.equal(subjects);
+      const rb = find<IRoleBinding>(RAW, "RoleBinding", CTL);
+      expect(rb.metadata?.namespace).to.equal(NAMESPACE);
+      expect(rb.roleRef).to.deep.equal({
+        apiGroup: "rbac.authorization.k8s.io",
+        kind: "Role",
+        name: CTL,
+      });
+      expect(rb.subjects).to.deep.equal(subjects);
+    });
+
+    it("two replicas, never two on one node (host network, one health port), updated one at a time", () => {
+      expect(deployment.metadata?.namespace).to.equal(NAMESPACE);
+      expect(deployment.spec?.replicas).to.equal(2);
+      const labels = deployment.spec?.template.metadata?.labels ?? {};
+      for (const [k, v] of Object.entries(deployment.spec?.selector.matchLabels ?? {})) {
+        expect(labels[k], k).to.equal(v);
+      }
+      const anti = pod?.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
+      expect(anti?.[0]?.topologyKey).to.equal("kubernetes.io/hostname");
+      expect(anti?.[0]?.labelSelector?.matchLabels).to.deep.equal(
+        deployment.spec?.selector.matchLabels,
+      );
+      expect(deployment.spec?.strategy?.rollingUpdate).to.deep.equal({
+        maxSurge: 0,
+        maxUnavailable: 1,
+      });
+    });
+
+    it("runs on the host network with the node's resolver, and on NotReady nodes (it provides pod networking)", () => {
+      expect(pod?.hostNetwork).to.equal(true);
+      expect(pod?.dnsPolicy).to.equal("Default");
+      expect(
+        pod?.tolerations?.some(
+          (t) => t.key === "node.kubernetes.io/not-ready" && t.operator === "Exists",
+        ),
+      ).to.equal(true);
+      expect(pod?.priorityClassName).to.equal("system-cluster-critical");
+    });
+
+    it("runs `cni-driver midonet-controller`; every env var is the twin of one of its flags (POD_NAME aside)", () => {
+      expect(ctl.command).to.deep.equal(["cni-driver", "midonet-controller"]);
+      const twins = new Set(CONTROLLER_FLAGS.map((f) => envName(f.name)));
+      const names = (ctl.env ?? []).map((e) => e.name).filter((n) => n !== "POD_NAME");
+      expect(names.filter((n) => !twins.has(n))).to.deep.equal([]);
+      expect(new Set(names).size, "no env var twice").to.equal(names.length);
+      expect(ctlFlag("midonet-api")).to.match(/^https?:\/\//);
+    });
+
+    it("its Lease identity is the pod name (downward API)", () => {
+      expect(ctlEnv("POD_NAME")?.valueFrom).to.deep.equal({
+        fieldRef: { fieldPath: "metadata.name" },
+      });
+    });
+
+    it("the MidoNet credentials come from a Secret, never a literal", () => {
+      for (const flag of ["midonet-user", "midonet-password", "midonet-project"]) {
+        const e = ctlEnv(envName(flag));
+        expect(e?.value, flag).to.equal(undefined);
+        expect(e?.valueFrom?.secretKeyRef?.name, flag).to.equal("midonet-credentials");
+      }
+    });
+
+    it("liveness on /livez and readiness on /readyz, on the host and port of --health-addr (not the driver's)", () => {
+      const addr = ctlFlag("health-addr") ?? "";
+      const colon = addr.lastIndexOf(":");
+      const host = addr.slice(0, colon);
+      const port = Number(addr.slice(colon + 1));
+      expect(port).to.be.greaterThan(0);
+      expect(port).to.not.equal(Number((serveFlag("health-addr") ?? "").split(":").at(-1)));
+      for (const [probe, path] of [
+        [ctl.livenessProbe, "/livez"],
+        [ctl.readinessProbe, "/readyz"],
+      ] as const) {
+        expect(probe?.httpGet?.path).to.equal(path);
+        expect(probe?.httpGet?.port).to.equal(port);
+        expect(probe?.httpGet?.host).to.equal(host);
+      }
+      expect(ctl.ports?.find((p) => p.name === "health")?.containerPort).to.equal(port);
+    });
+
+    it("no privilege: non-root, drops ALL, adds nothing, read-only root; requests and limits set", () => {
+      const sc = ctl.securityContext;
+      expect(sc?.runAsNonRoot).to.equal(true);
+      expect(sc?.allowPrivilegeEscalation).to.equal(false);
+      expect(sc?.readOnlyRootFilesystem).to.equal(true);
+      expect(sc?.capabilities).to.deep.equal({ drop: ["ALL"] });
+      for (const kind of ["requests", "limits"] as const) {
+        expect(Object.keys(ctl.resources?.[kind] ?? {})).to.have.members(["cpu", "memory"]);
+      }
+    });
+
+    it("runs the DaemonSet's image", () => {
+      expect(ctl.image).to.equal(DRIVER.image);
     });
   });
 });

@@ -1,0 +1,10 @@
+{
+  "targets": [
+    {
+      "target_name": "cni_driver_netlink",
+      "sources": ["native/netlink/netlink.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    }
+  ]
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the rtnetlink addon build/Release/cni_driver_netlink.node (binding.gyp,
+# native/netlink/netlink.c) with the node-gyp bundled in npm: no dependency to add.
+# Without the addon the driver falls back to iproute2 execs (it logs which at start).
+#
+# Headers: npm's `nodedir` when set, else the ones installed beside this node
+# (/usr/include/node for Debian's nodejs), so nothing is downloaded.
+#
+# Usage: scripts/build-native.sh [extra node-gyp arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+find_node_gyp() {
+  # npm exports it to the scripts it runs.
+  if [ -n "${npm_config_node_gyp:-}" ] && [ -f "$npm_config_node_gyp" ]; then
+    echo "$npm_config_node_gyp"
+    return
+  fi
+  local npm_bin npm_dir candidate
+  if npm_bin=$(command -v npm); then
+    npm_dir=$(dirname "$(readlink -f "$npm_bin")")/..
+    for candidate in \
+      "$npm_dir/node_modules/node-gyp/bin/node-gyp.js" \
+      "$(dirname "$npm_bin")/../lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js" \
+      "$(npm root -g 2>/dev/null)/npm/node_modules/node-gyp/bin/node-gyp.js"; do
+      if [ -f "$candidate" ]; then
+        readlink -f "$candidate"
+        return
+      fi
+    done
+  fi
+  if [ -f node_modules/node-gyp/bin/node-gyp.js ]; then
+    echo node_modules/node-gyp/bin/node-gyp.js
+    return
+  fi
+  echo "build-native: node-gyp not found (it ships with npm)" >&2
+  exit 1
+}
+
+find_nodedir() {
+  local dir
+  dir=$(npm config get nodedir 2>/dev/null || true)
+  if [ -n "$dir" ] && [ "$dir" != "undefined" ] && [ "$dir" != "null" ]; then
+    echo "$dir"
+    return
+  fi
+  dir=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
+  if [ -f "$dir/include/node/node_api.h" ]; then echo "$dir"; fi
+}
+
+node_gyp=$(find_node_gyp)
+nodedir=$(find_nodedir)
+echo "build-native: $node_gyp rebuild${nodedir:+ --nodedir=$nodedir}" >&2
+exec node "$node_gyp" rebuild ${nodedir:+"--nodedir=$nodedir"} "$@"

@@ -1,0 +1,212 @@
+/**
+ * Pod annotations written after the fact: `midonet.org/mac-address` set to the
+ * MAC of the pod's interface once ADD has answered, removed once DEL has.
+ *
+ * Nothing here is on the CNI path (peers.md 7: the plumbing path makes no API
+ * call it can avoid). Each change is queued; per pod only the latest wanted
+ * value of each key is kept (an ADD and DEL in quick succession coalesce into
+ * whatever is wanted last); a few patches run at once; a failed patch is
+ * retried with backoff a bounded number of times: 409 (a patch losing a race),
+ * 429, 5xx and no answer at all are retried, 404 means the pod is gone (nothing
+ * to annotate), anything else (400, 403 …) is a mistake retrying will not fix.
+ */
+import type pino from "pino";
+import { toResult100 } from "../../cni/result.js";
+import type { AnyResult } from "../../cni/types.js";
+import type { KubeApi } from "./api.js";
+import { KubeApiError } from "./api.js";
+import { type BackoffPolicy, backoffDelay } from "./backoff.js";
+
+export const MAC_ADDRESS_ANNOTATION = "midonet.org/mac-address";
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+}
+
+/**
+ * The MAC of the attachment's interface inside the pod: the result's interface
+ * named `ifName` with a sandbox, else the first interface with a sandbox.
+ */
+export function podInterfaceMac(result: AnyResult, ifName: string): string | undefined {
+  let interfaces: { name: string; mac?: string; sandbox?: string }[];
+  try {
+    interfaces = toResult100(result).interfaces ?? [];
+  } catch {
+    return undefined;
+  }
+  const inPod = interfaces.filter((i) => i.sandbox);
+  const mac = (inPod.find((i) => i.name === ifName) ?? inPod[0])?.mac;
+  return mac ? mac.toLowerCase() : undefined;
+}
+
+/** Retry 409, 429, 5xx and no answer; 404 and the other 4xx are final. */
+export function isRetryable(err: unknown): boolean {
+  const status = err instanceof KubeApiError ? err.status : undefined;
+  if (status === undefined) return true;
+  return status === 409 || status === 429 || status >= 500;
+}
+
+export interface AnnotationQueueOptions {
+  api: Promise<KubeApi | undefined>;
+  logger: pino.Logger;
+  /** Attempts per change before it is dropped (default 8). */
+  maxAttempts?: number;
+  /** Between attempts (default 100 ms doubling to 5 s: 8 attempts span ~10 s). */
+  backoff?: BackoffPolicy;
+  /** Patches in flight at once (default 4). */
+  concurrency?: number;
+}
+
+interface Pending {
+  pod: PodRef;
+  /** key → value wanted (null: absent). */
+  want: Record<string, string | null>;
+  attempt: number;
+  /** Waiting out a backoff. */
+  timer?: NodeJS.Timeout;
+}
+
+export class PodAnnotationQueue {
+  private readonly pending = new Map<string, Pending>();
+  /** Pods whose patch is in flight, and what arrived for them meanwhile. */
+  private readonly inFlight = new Map<string, Pending | undefined>();
+  /** Pods ready to go, in arrival order. */
+  private readonly ready: string[] = [];
+  private running = 0;
+  private closed = false;
+  private readonly maxAttempts: number;
+  private readonly backoff: BackoffPolicy;
+  private readonly concurrency: number;
+  private readonly log: pino.Logger;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(private readonly o: AnnotationQueueOptions) {
+    this.maxAttempts = o.maxAttempts ?? 8;
+    this.backoff = o.backoff ?? { baseMs: 100, maxMs: 5000 };
+    this.concurrency = o.concurrency ?? 4;
+    this.log = o.logger.child({ component: "pod-annotations" });
+  }
+
+  /** Wants `key` = `value` on the pod (null: removed). Returns at once. */
+  set(pod: PodRef, key: string, value: string | null): void {
+    if (this.closed) return;
+    const id = `${pod.namespace}/${pod.name}`;
+    if (this.inFlight.has(id)) {
+      // Sent after the running patch; the newest wish per key wins.
+      const next = this.inFlight.get(id) ?? { pod, want: {}, attempt: 0 };
+      next.want[key] = value;
+      this.inFlight.set(id, next);
+      return;
+    }
+    const p = this.pending.get(id);
+    if (p) {
+      p.want[key] = value;
+      p.attempt = 0;
+      return;
+    }
+    this.pending.set(id, { pod, want: { [key]: value }, attempt: 0 });
+    this.ready.push(id);
+    this.pump();
+  }
+
+  /** Pods with a change not yet written. */
+  get size(): number {
+    return this.pending.size + this.inFlight.size;
+  }
+
+  /** Resolves once nothing is pending or in flight (shutdown waits on it, bounded). */
+  idle(): Promise<void> {
+    if (this.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Drops what is still queued; patches in flight finish on their own. */
+  close(): void {
+    this.closed = true;
+    for (const p of this.pending.values()) if (p.timer) clearTimeout(p.timer);
+    this.pending.clear();
+    this.ready.length = 0;
+    this.checkIdle();
+  }
+
+  private pump(): void {
+    while (!this.closed && this.running < this.concurrency && this.ready.length > 0) {
+      const id = this.ready.shift() as string;
+      const p = this.pending.get(id);
+      if (!p) continue;
+      this.pending.delete(id);
+      this.inFlight.set(id, undefined);
+      this.running++;
+      void this.send(id, p).finally(() => {
+        this.running--;
+        const next = this.inFlight.get(id);
+        this.inFlight.delete(id);
+        if (next && !this.closed) {
+          this.pending.set(id, next);
+          this.ready.push(id);
+        }
+        this.pump();
+        this.checkIdle();
+      });
+    }
+  }
+
+  private async send(id: string, p: Pending): Promise<void> {
+    const api = await this.o.api.catch(() => undefined);
+    if (!api) return;
+    try {
+      await api.patchPodAnnotations(p.pod, p.want);
+      this.log.debug({ pod: id, annotations: p.want }, "pod annotated");
+    } catch (err) {
+      const status = err instanceof KubeApiError ? err.status : undefined;
+      if (status === 404) {
+        this.log.debug({ pod: id }, "pod gone; annotation dropped");
+        return;
+      }
+      p.attempt++;
+      if (!isRetryable(err) || p.attempt >= this.maxAttempts) {
+        this.log.warn(
+          { pod: id, annotations: p.want, attempts: p.attempt, err: (err as Error).message },
+          "annotating the pod failed; giving up",
+        );
+        return;
+      }
+      this.retryLater(id, p, err);
+    }
+  }
+
+  private retryLater(id: string, p: Pending, err: unknown): void {
+    if (this.closed) return;
+    // A change that arrived meanwhile carries the newer wish; it goes instead, at the backoff.
+    const newer = this.inFlight.get(id);
+    if (newer) {
+      for (const [k, v] of Object.entries(newer.want)) p.want[k] = v;
+      this.inFlight.set(id, undefined);
+    }
+    const server = err instanceof KubeApiError ? err.retryAfterMs : undefined;
+    const delay = Math.max(
+      backoffDelay(this.backoff, p.attempt - 1),
+      Math.min(server ?? 0, this.backoff.maxMs),
+    );
+    this.log.debug(
+      { pod: id, attempt: p.attempt, delayMs: delay, err: (err as Error).message },
+      "retrying the annotation",
+    );
+    this.pending.set(id, p);
+    p.timer = setTimeout(() => {
+      p.timer = undefined;
+      if (this.pending.get(id) !== p) return;
+      this.ready.push(id);
+      this.pump();
+    }, delay);
+    p.timer.unref();
+  }
+
+  private checkIdle(): void {
+    if (this.size > 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+}

@@ -1,0 +1,382 @@
+/**
+ * What MidoNet holds of ours, read through the REST API, and how one held
+ * object compares with the resource the mapping wants.
+ *
+ * "Ours" is found by ownership, not by memory: every bridge, router and chain
+ * whose tenantId is our tenant (or whose id the desired state names), everything
+ * nested in them (ports, routes, rules, MAC and ARP entries, links between their
+ * ports, the host bindings of their ports), our default tunnel zone (its id is
+ * derived from the tenant) and its members. So a controller that was down while
+ * a Node or a Service went finds the leftovers by listing, with no state of its
+ * own to lose: whatever of ours the desired state does not name is an orphan.
+ * Members of a tunnel zone named by a node annotation are read (to compare) but
+ * never taken for orphans: that zone is the operator's.
+ *
+ * Not ours, whatever the listing shows: the Local /32 routes MidoNet adds for
+ * each router port address and learned routes (MidoNet keeps them itself).
+ *
+ * The cost is a few list calls per device (ports, routes, MAC and ARP tables,
+ * rules), never one call per object, and never a write.
+ */
+import type { MidonetClient } from "./api.js";
+import { deepEqual } from "./mapping/diff.js";
+import type { DesiredResource } from "./mapping/model.js";
+import { resourceKey } from "./mapping/model.js";
+import type {
+  Bridge,
+  Chain,
+  MidonetObject,
+  Port,
+  ResourceKind,
+  Route,
+  Router,
+  RouterPort,
+  Rule,
+  TunnelZoneHost,
+} from "./resources.js";
+
+/** Something MidoNet holds, keyed the way the mapping keys its resources. */
+export interface ActualState {
+  /** key → the object as read (bodies as the API renders them). */
+  readonly objects: Map<string, MidonetObject>;
+  /** chain id → its rule ids in chain order (foreign and orphan rules included). */
+  readonly chainOrder: Map<string, string[]>;
+  /** Keys of objects of ours that the desired state does not name. */
+  readonly orphans: string[];
+}
+
+export interface ReadActualOptions {
+  tenant: string;
+  /** Our tunnel zone: its members not desired are orphans. */
+  defaultTunnelZone: string;
+  /** The desired resources: their ids mark devices as ours whatever their tenant. */
+  desired: Iterable<DesiredResource>;
+  /** Whether the desired state names a key (orphan test). */
+  isDesired: (key: string) => boolean;
+}
+
+/** Lists per device, this many at a time: a restart reads a large cluster in seconds, not minutes. */
+const READ_CONCURRENCY = 8;
+
+/** `fn` over `items`, at most `limit` at once; results in the order of `items`. */
+async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+const lower = (s: string | null | undefined): string | null =>
+  typeof s === "string" ? s.toLowerCase() : null;
+
+/** Reads everything of ours (see the header) in a few list calls; throws on an API failure. */
+export async function readActualState(
+  client: MidonetClient,
+  options: ReadActualOptions,
+): Promise<ActualState> {
+  const objects = new Map<string, MidonetObject>();
+  const chainOrder = new Map<string, string[]>();
+  const owned = new Set<string>();
+  const put = (obj: MidonetObject, ours: boolean): void => {
+    const key = resourceKey(obj);
+    objects.set(key, obj);
+    if (ours) owned.add(key);
+  };
+
+  const desiredIds = new Set<string>();
+  const desiredLinks = new Map<string, string>();
+  const zones = new Set<string>([options.defaultTunnelZone]);
+  for (const r of options.desired) {
+    const id = (r.body as { id?: string }).id;
+    if (id) desiredIds.add(id);
+    if (r.kind === "PortLink") desiredLinks.set(r.parentId, r.body.peerId);
+    if (r.kind === "TunnelZoneHost") zones.add(r.parentId);
+  }
+  const ours = (d: { id?: string; tenantId?: string | null }): boolean =>
+    d.id !== undefined && (d.tenantId === options.tenant || desiredIds.has(d.id));
+
+  const [tunnelZones, routers, bridges, chains] = await Promise.all([
+    client.tunnelZones.list(),
+    client.routers.list(),
+    client.bridges.list(),
+    client.chains.list(),
+  ]);
+
+  const zonesRead = tunnelZones.filter((tz) => tz.id !== undefined && zones.has(tz.id));
+  const memberLists = await mapLimit(zonesRead, READ_CONCURRENCY, (tz) =>
+    client.tunnelZoneHosts.list(tz.id as string),
+  );
+  for (const [i, tz] of zonesRead.entries()) {
+    if (!tz.id) continue;
+    put({ kind: "TunnelZone", body: tz }, tz.id === options.defaultTunnelZone);
+    for (const m of memberLists[i] ?? []) {
+      const body: TunnelZoneHost = { hostId: m.hostId.toLowerCase(), ipAddress: m.ipAddress };
+      put({ kind: "TunnelZoneHost", parentId: tz.id, body }, tz.id === options.defaultTunnelZone);
+    }
+  }
+
+  const ports: Port[] = [];
+  const ourRouters = routers.filter(ours) as (Router & { id: string })[];
+  const routerContents = await mapLimit(ourRouters, READ_CONCURRENCY, (router) =>
+    Promise.all([client.ports.listOnRouter(router.id), client.routes.list(router.id)]),
+  );
+  for (const [i, router] of ourRouters.entries()) {
+    put({ kind: "Router", body: router }, true);
+    const [routerPorts, routes] = routerContents[i] ?? [[], []];
+    for (const p of routerPorts) {
+      put({ kind: "Port", parentId: router.id, body: p }, true);
+      ports.push(p);
+    }
+    for (const route of routes as (Route & { id: string })[]) {
+      if (route.type === "Local" || route.learned === true) continue;
+      put({ kind: "Route", parentId: router.id, body: route }, true);
+    }
+  }
+
+  const ourBridges = bridges.filter(ours) as (Bridge & { id: string })[];
+  const bridgeContents = await mapLimit(ourBridges, READ_CONCURRENCY, (bridge) =>
+    Promise.all([
+      client.ports.listOnBridge(bridge.id),
+      client.macTable.list(bridge.id),
+      client.arpTable.list(bridge.id),
+    ]),
+  );
+  for (const [i, bridge] of ourBridges.entries()) {
+    put({ kind: "Bridge", body: bridge }, true);
+    const [bridgePorts, macs, arps] = bridgeContents[i] ?? [[], [], []];
+    for (const p of bridgePorts) {
+      put({ kind: "Port", parentId: bridge.id, body: p }, true);
+      ports.push(p);
+    }
+    for (const m of macs) {
+      put(
+        {
+          kind: "MacPort",
+          parentId: bridge.id,
+          body: { macAddr: m.macAddr.toLowerCase(), portId: m.portId.toLowerCase() },
+        },
+        true,
+      );
+    }
+    for (const a of arps) {
+      put(
+        { kind: "IP4Mac", parentId: bridge.id, body: { ip: a.ip, mac: a.mac.toLowerCase() } },
+        true,
+      );
+    }
+  }
+
+  // Links and bindings are read off the ports: one link per pair, named from the
+  // side the desired state names (the API links both ways at once).
+  const seenLinks = new Set<string>();
+  for (const p of ports) {
+    const id = p.id as string;
+    const peer = lower(p.peerId);
+    if (peer !== null && !seenLinks.has(`${peer}/${id}`)) {
+      seenLinks.add(`${id}/${peer}`);
+      const from =
+        desiredLinks.get(id) === peer
+          ? id
+          : desiredLinks.get(peer) === id
+            ? peer
+            : id < peer
+              ? id
+              : peer;
+      const to = from === id ? peer : id;
+      put({ kind: "PortLink", parentId: from, body: { peerId: to } }, true);
+    }
+    const host = lower(p.hostId);
+    if (host !== null && p.interfaceName) {
+      put(
+        {
+          kind: "HostInterfacePort",
+          parentId: host,
+          body: { hostId: host, portId: id, interfaceName: p.interfaceName },
+        },
+        true,
+      );
+    }
+  }
+
+  const ourChains = chains.filter(ours) as (Chain & { id: string })[];
+  const ruleLists = await mapLimit(ourChains, READ_CONCURRENCY, (chain) =>
+    client.rules.list(chain.id),
+  );
+  for (const [i, chain] of ourChains.entries()) {
+    put({ kind: "Chain", body: chain }, true);
+    const order: string[] = [];
+    for (const rule of (ruleLists[i] ?? []) as (Rule & { id: string })[]) {
+      order.push(rule.id);
+      put({ kind: "Rule", parentId: chain.id, body: rule }, true);
+    }
+    chainOrder.set(chain.id, order);
+  }
+
+  const orphans = [...owned].filter((key) => !options.isDesired(key));
+  return { objects, chainOrder, orphans };
+}
+
+// ---------------------------------------------------------------------------
+// Comparing
+// ---------------------------------------------------------------------------
+
+/**
+ * How an object MidoNet holds stands against the resource wanted under its key:
+ * - "same": nothing to do;
+ * - "update": a PUT fixes it (routers, bridges, ports on the right device);
+ * - "replace": only deleting and creating it again fixes it (MidoNet cannot
+ *   update routes, rules, memberships, bindings; a port on another device);
+ * - "drift": it differs, but re-creating it would do more harm than the
+ *   difference (a chain's name: deleting a chain drops its rules and every jump
+ *   to it; a tunnel zone: MidoNet refuses a PUT that keeps a zone's own name).
+ *   Reported, left alone.
+ */
+export type Comparison = "same" | "update" | "replace" | "drift";
+
+/** Kinds MidoNet updates in place with PUT (and we do). */
+export const PUT_KINDS: ReadonlySet<ResourceKind> = new Set(["Router", "Bridge", "Port"]);
+
+const orNull = (v: unknown): unknown => (v === undefined ? null : v);
+
+const sameText = (a: unknown, b: unknown): boolean =>
+  typeof a === "string" && typeof b === "string"
+    ? a.toLowerCase() === b.toLowerCase()
+    : orNull(a) === orNull(b);
+
+/** The device an object hangs off, from what GET renders or from how it was created. */
+function parentOf(obj: MidonetObject): string | undefined {
+  const b = obj.body as { deviceId?: string; routerId?: string; chainId?: string };
+  const parent = b.deviceId ?? b.routerId ?? b.chainId ?? (obj as { parentId?: string }).parentId;
+  return parent?.toLowerCase();
+}
+
+function fieldsDiffer(want: object, have: object, fields: readonly string[]): string[] {
+  const w = want as Record<string, unknown>;
+  const h = have as Record<string, unknown>;
+  return fields.filter((f) => !sameText(w[f], h[f]));
+}
+
+/**
+ * Which fields of `held` differ from `wanted` (empty: same), and what fixes them.
+ * Only fields the mapping sets are compared, plus the references it leaves unset
+ * on purpose (filters), so defaults the API renders do not count as drift.
+ */
+export function compareHeld(
+  wanted: DesiredResource,
+  held: MidonetObject,
+): { comparison: Comparison; fields: string[] } {
+  const same = { comparison: "same" as Comparison, fields: [] as string[] };
+  const parentMoved =
+    "parentId" in wanted &&
+    ["Port", "Route", "Rule"].includes(wanted.kind) &&
+    parentOf(held) !== wanted.parentId.toLowerCase();
+  if (parentMoved) return { comparison: "replace", fields: ["parent"] };
+  const want = wanted.body as Record<string, unknown>;
+  const have = held.body as Record<string, unknown>;
+  let fields: string[];
+  switch (wanted.kind) {
+    case "TunnelZone":
+      fields = fieldsDiffer(want, have, ["name", "type"]);
+      return fields.length ? { comparison: "drift", fields } : same;
+    case "Chain":
+      fields = fieldsDiffer(want, have, ["name", "tenantId"]);
+      return fields.length ? { comparison: "drift", fields } : same;
+    case "Router":
+    case "Bridge":
+      fields = fieldsDiffer(want, have, [
+        "name",
+        "tenantId",
+        "inboundFilterId",
+        "outboundFilterId",
+      ]);
+      return fields.length ? { comparison: "update", fields } : same;
+    case "Port": {
+      if (want.type !== have.type) return { comparison: "replace", fields: ["type"] };
+      fields = fieldsDiffer(want, have, ["inboundFilterId", "outboundFilterId"]);
+      if (want.type === "Router") {
+        const w = wanted.body as RouterPort;
+        const h = held.body as RouterPort;
+        if (!deepEqual(w.portSubnet ?? [], h.portSubnet ?? [])) fields.push("portSubnet");
+        if (!sameText(w.portMac, h.portMac)) fields.push("portMac");
+      }
+      return fields.length ? { comparison: "update", fields } : same;
+    }
+    case "Route": {
+      fields = fieldsDiffer(want, have, [
+        "type",
+        "srcNetworkAddr",
+        "srcNetworkLength",
+        "dstNetworkAddr",
+        "dstNetworkLength",
+        "nextHopPort",
+        "nextHopGateway",
+      ]);
+      if ((want.weight ?? 0) !== (have.weight ?? 0)) fields.push("weight");
+      return fields.length ? { comparison: "replace", fields } : same;
+    }
+    case "Rule": {
+      fields = Object.keys(want).filter(
+        (f) =>
+          f !== "id" &&
+          f !== "position" &&
+          want[f] !== undefined &&
+          !(typeof want[f] === "object" && want[f] !== null
+            ? deepEqual(want[f], have[f])
+            : sameText(want[f], have[f])),
+      );
+      return fields.length ? { comparison: "replace", fields } : same;
+    }
+    case "TunnelZoneHost":
+      fields = fieldsDiffer(want, have, ["ipAddress"]);
+      return fields.length ? { comparison: "replace", fields } : same;
+    case "HostInterfacePort":
+      fields = fieldsDiffer(want, have, ["interfaceName"]);
+      return fields.length ? { comparison: "replace", fields } : same;
+    case "PortLink":
+      fields = fieldsDiffer(want, have, ["peerId"]);
+      return fields.length ? { comparison: "replace", fields } : same;
+    default:
+      // MAC and ARP entries: the key is the whole entry.
+      return same;
+  }
+}
+
+/**
+ * The rules of a chain that are out of their desired order: the fewest to
+ * re-create so the rest keep their relative order (the complement of a longest
+ * increasing subsequence of desired positions along the chain).
+ */
+export function misorderedRules(desired: readonly string[], actual: readonly string[]): string[] {
+  const rank = new Map(desired.map((id, i) => [id, i]));
+  const seq = actual.filter((id) => rank.has(id));
+  // Patience sorting: tails[k] = index in seq of the smallest tail of an increasing run of length k+1.
+  const tails: number[] = [];
+  const prev: number[] = new Array(seq.length).fill(-1);
+  for (let i = 0; i < seq.length; i++) {
+    const r = rank.get(seq[i] as string) as number;
+    let lo = 0;
+    let hi = tails.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((rank.get(seq[tails[mid] as number] as string) as number) < r) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > 0) prev[i] = tails[lo - 1] as number;
+    tails[lo] = i;
+  }
+  const keep = new Set<string>();
+  for (let i = tails.length ? (tails[tails.length - 1] as number) : -1; i >= 0; i = prev[i] ?? -1) {
+    keep.add(seq[i] as string);
+  }
+  return seq.filter((id) => !keep.has(id));
+}

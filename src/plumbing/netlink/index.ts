@@ -1,0 +1,242 @@
+/**
+ * Pod plumbing through rtnetlink, in-process: no exec. The operations run on one
+ * worker thread (worker.ts) that owns the native addon and its sockets; the main
+ * thread only posts requests and awaits replies, so neither a spawn nor the
+ * kernel's time under rtnl_lock blocks its event loop.
+ *
+ * Same signatures and semantics as the iproute2 functions of pod-interface.ts
+ * and bridge.ts; errors are NetlinkError (an IpCommandError).
+ */
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
+import type {
+  ContainerSideSpec,
+  HostAttachment,
+  LinkInfo,
+  PodInterfaceRef,
+  PodInterfaceState,
+  VethSpec,
+} from "../pod-interface.js";
+import {
+  deserializeError,
+  type NetlinkOpName,
+  type WorkerHello,
+  type WorkerReply,
+  type WorkerRequest,
+} from "./protocol.js";
+import type { SessionStats } from "./session.js";
+
+export { NetlinkError } from "./error.js";
+
+export interface NetlinkStats extends SessionStats {
+  /** Open fds of the whole process, counted from the worker. */
+  processFds: number;
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+/**
+ * The worker's file beside this one: worker.js from dist. Under tsx (tests,
+ * benches) it is worker.ts, and Node 20 applies no `--import` loader to a
+ * worker's entry, so a small bootstrap registers tsx's loader in the worker
+ * first and then imports it.
+ */
+function startWorker(): Worker {
+  const opts = { name: "cni-driver-netlink", stdout: false, stderr: false };
+  if (!import.meta.url.endsWith(".ts"))
+    return new Worker(new URL("./worker.js", import.meta.url), opts);
+  const entry = new URL("./worker.ts", import.meta.url).href;
+  const bootstrap = `import(${JSON.stringify(tsxApiUrl())}).then((tsx) => {
+    tsx.register();
+    return import(${JSON.stringify(entry)});
+  });`;
+  return new Worker(bootstrap, { ...opts, eval: true });
+}
+
+/**
+ * tsx's ESM loader API. import.meta.resolve is missing where tsx loaded this
+ * file as CommonJS (mocha); its package.json export map says where the ESM entry is.
+ */
+function tsxApiUrl(): string {
+  if (typeof import.meta.resolve === "function") return import.meta.resolve("tsx/esm/api");
+  const pkgPath = createRequire(import.meta.url).resolve("tsx/package.json");
+  const pkg = JSON.parse(readFileSync(pkgPath, "utf8")) as {
+    exports: Record<string, { import: { default: string } }>;
+  };
+  const entry = pkg.exports["./esm/api"]?.import.default ?? "./dist/esm/api/index.mjs";
+  return pathToFileURL(join(dirname(pkgPath), entry)).href;
+}
+
+class NetlinkWorker {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private dead: Error | undefined;
+  readonly ready: Promise<string>;
+
+  constructor(private readonly onExit: () => void) {
+    const worker = startWorker();
+    this.worker = worker;
+    this.ready = new Promise<string>((resolve, reject) => {
+      const onHello = (m: WorkerHello) => {
+        if (!("hello" in m)) return;
+        worker.off("message", onHello);
+        if (m.ready) {
+          worker.on("message", (r: WorkerReply) => this.settle(r));
+          worker.unref();
+          resolve(m.addon);
+        } else reject(new Error(m.reason));
+      };
+      worker.on("message", onHello);
+      worker.on("error", (err) => {
+        this.fail(err);
+        reject(err);
+      });
+      worker.on("exit", (code) => {
+        const err = new Error(`netlink worker exited with code ${code}`);
+        this.fail(err);
+        reject(err);
+        this.onExit();
+      });
+    });
+  }
+
+  call<T>(op: NetlinkOpName, args: unknown[], transfer: ArrayBuffer[] = []): Promise<T> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    // Referenced while a call is in flight, so the process waits for its answer.
+    if (this.pending.size === 0) this.worker.ref();
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.worker.postMessage({ id, op, args } satisfies WorkerRequest, transfer);
+    });
+  }
+
+  terminate(): Promise<number> {
+    return this.worker.terminate();
+  }
+
+  private settle(r: WorkerReply): void {
+    const p = this.pending.get(r.id);
+    if (!p) return;
+    this.pending.delete(r.id);
+    if (this.pending.size === 0) this.worker.unref();
+    if (r.ok) p.resolve(r.value);
+    else p.reject(deserializeError(r.error));
+  }
+
+  private fail(err: Error): void {
+    this.dead ??= err;
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+}
+
+let current: NetlinkWorker | undefined;
+
+/** Starts the worker once; a worker that died is replaced at the next call. */
+function worker(): NetlinkWorker {
+  if (!current) {
+    const w = new NetlinkWorker(() => {
+      if (current === w) current = undefined;
+    });
+    current = w;
+    w.ready.catch(() => {
+      if (current === w) current = undefined;
+    });
+  }
+  return current;
+}
+
+/**
+ * Starts the worker and resolves with the addon's path once it answered a first
+ * request; rejects with the reason when the addon cannot be loaded or used.
+ */
+export function startNetlink(): Promise<string> {
+  return worker().ready;
+}
+
+/** Stops the worker (its sockets close with it). Tests; the process needs no call. */
+export async function stopNetlink(): Promise<void> {
+  const w = current;
+  current = undefined;
+  if (w) await w.terminate();
+}
+
+async function call<T>(op: NetlinkOpName, ...args: unknown[]): Promise<T> {
+  const w = worker();
+  await w.ready;
+  return w.call<T>(op, args);
+}
+
+export function createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
+  return call("createVethPair", spec, host);
+}
+
+export function configureContainerSide(spec: ContainerSideSpec): Promise<void> {
+  return call("configureContainerSide", spec);
+}
+
+export function deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
+  return call("deletePodInterface", ref);
+}
+
+export function deleteHostLink(name: string): Promise<void> {
+  return call("deleteHostLink", name);
+}
+
+export function showLink(name: string, netns?: string): Promise<LinkInfo | undefined> {
+  return call("showLink", name, netns);
+}
+
+export function inspectPodInterface(
+  netns: string,
+  ifName: string,
+  withIpv6Routes: boolean,
+): Promise<PodInterfaceState | undefined> {
+  return call("inspectPodInterface", netns, ifName, withIpv6Routes);
+}
+
+export function ensureBridge(
+  name: string,
+  gatewayCidrs: readonly string[],
+  mtu?: number,
+): Promise<void> {
+  return call("ensureBridge", name, gatewayCidrs, mtu);
+}
+
+export function listBridgePorts(name: string): Promise<string[]> {
+  return call("listBridgePorts", name);
+}
+
+/**
+ * One raw exchange in the host (netns undefined) or in a netns: the message's
+ * bytes go to the worker and the answer's come back, both transferred. For
+ * tests and diagnostics; the answer is every message of the exchange, up to
+ * and including its NLMSG_ERROR or NLMSG_DONE.
+ */
+export async function netlinkRequest(
+  netns: string | undefined,
+  msg: Uint8Array,
+): Promise<Uint8Array> {
+  const w = worker();
+  await w.ready;
+  const copy = new Uint8Array(msg);
+  return w.call<Uint8Array>("request", [netns ?? null, copy], [copy.buffer as ArrayBuffer]);
+}
+
+/** Socket counters of the worker, and the process's open fds. */
+export function netlinkStats(): Promise<NetlinkStats> {
+  return call("stats");
+}
+
+/** Closes idle sockets and those of vanished netns paths now (the worker also does it periodically). */
+export function netlinkSweep(): Promise<void> {
+  return call("sweep");
+}

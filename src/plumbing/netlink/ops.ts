@@ -1,0 +1,357 @@
+/**
+ * The pod plumbing operations as rtnetlink exchanges, with the semantics of the
+ * iproute2 path (src/plumbing/pod-interface.ts, bridge.ts): same steps, same
+ * idempotence, errors that name the failed step in `ip` syntax. They run on
+ * the netlink worker thread, one after another, synchronously; only link
+ * deletions, which the kernel answers slowly, go to a native thread each, so
+ * that other pods' requests are not held up behind them.
+ */
+import { statSync } from "node:fs";
+import type {
+  AddrInfo,
+  ContainerSideSpec,
+  HostAttachment,
+  LinkInfo,
+  PodInterfaceRef,
+  PodInterfaceState,
+  RouteInfo,
+  VethSpec,
+} from "../pod-interface.js";
+import { NetlinkError } from "./error.js";
+import {
+  decodeAddr,
+  decodeLink,
+  decodeRoute,
+  encodeDelLink,
+  encodeDumpAddrs,
+  encodeDumpLinks,
+  encodeDumpRoutes,
+  encodeGetLink,
+  encodeNewAddr,
+  encodeNewBridge,
+  encodeNewRoute,
+  encodeNewVeth,
+  encodeSetLink,
+  type LinkMessage,
+  type LinkSelector,
+  linkFlagNames,
+  type NlMessage,
+  operstateName,
+  RT_TABLE_MAIN,
+  RTM_F_CLONED,
+  readExchange,
+  routeDstText,
+} from "./rtnetlink.js";
+
+/** What the operations need from the worker: exchanges per netns, and netns fds. */
+export interface NetlinkTransport {
+  /** One request/answer in the host (undefined) or in the netns at that path. */
+  request(netns: string | undefined, msg: Buffer): Buffer;
+  /** The same, without blocking the calling thread: for the kernel's slow requests (deletions). */
+  requestDetached(netns: string | undefined, msg: Buffer): Promise<Buffer>;
+  withNetnsFd<T>(path: string, use: (fd: number) => T): T;
+  /** The pod's interface is gone: its netns socket need not stay open. */
+  forget(netns: string): void;
+}
+
+/** How many times a dump that raced with a change (NLM_F_DUMP_INTR) is taken again. */
+const DUMP_ATTEMPTS = 3;
+
+export class NetlinkOps {
+  private seq = Math.floor(Math.random() * 0x7fffffff);
+
+  constructor(private readonly t: NetlinkTransport) {}
+
+  // -------------------------------------------------------------------------
+  // Exchanges
+
+  /**
+   * Sends one request and returns the answer's messages; a refusal becomes a
+   * NetlinkError naming `command` and the netns, as does a failure to reach the
+   * netns (the addon's errno errors: ENOENT for a vanished path, EPERM, …).
+   */
+  private exchange(
+    netns: string | undefined,
+    command: string,
+    encode: (seq: number) => Buffer,
+  ): NlMessage[] {
+    for (let attempt = 1; ; attempt++) {
+      const seq = this.nextSeq();
+      let answer: Buffer;
+      try {
+        answer = this.t.request(netns, encode(seq));
+      } catch (err) {
+        throw systemError(err, command, netns);
+      }
+      const out = readExchange(answer, seq);
+      if (out.error)
+        throw NetlinkError.fromErrno(command, netns, out.error.errno, out.error.extack);
+      if (!out.interrupted || attempt >= DUMP_ATTEMPTS) return out.messages;
+    }
+  }
+
+  /** exchange() for a request the kernel is slow to answer: see NetlinkTransport.requestDetached. */
+  private async exchangeDetached(
+    netns: string | undefined,
+    command: string,
+    encode: (seq: number) => Buffer,
+  ): Promise<NlMessage[]> {
+    const seq = this.nextSeq();
+    let answer: Buffer;
+    try {
+      answer = await this.t.requestDetached(netns, encode(seq));
+    } catch (err) {
+      throw systemError(err, command, netns);
+    }
+    const out = readExchange(answer, seq);
+    if (out.error) throw NetlinkError.fromErrno(command, netns, out.error.errno, out.error.extack);
+    return out.messages;
+  }
+
+  private nextSeq(): number {
+    this.seq = (this.seq + 1) >>> 0 || 1;
+    return this.seq;
+  }
+
+  private getLink(netns: string | undefined, name: string, command: string): LinkMessage {
+    const [msg] = this.exchange(netns, command, (s) => encodeGetLink(s, { name }));
+    if (!msg) throw NetlinkError.fromErrno(command, netns, 19 /* ENODEV */);
+    return decodeLink(msg);
+  }
+
+  private findLink(netns: string | undefined, sel: LinkSelector): LinkMessage | undefined {
+    const what = sel.name ?? `index ${sel.index}`;
+    try {
+      const [msg] = this.exchange(netns, `link show dev ${what}`, (s) => encodeGetLink(s, sel));
+      return msg ? decodeLink(msg) : undefined;
+    } catch (err) {
+      if (err instanceof NetlinkError && err.notFound) return undefined;
+      throw err;
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Operations (one per exported function of pod-interface.ts and bridge.ts)
+
+  /**
+   * Phase 1 in one request from the host: the host end up (and on the bridge:
+   * IFLA_MASTER is applied at creation, and a failure there unregisters the new
+   * pair), the peer created straight into the pod's netns by IFLA_NET_NS_FD,
+   * which works for any nsfs path. Atomic: on failure nothing is left.
+   */
+  createVethPair(spec: VethSpec, host: HostAttachment): void {
+    const master = host.bridge ? ` master ${host.bridge}` : "";
+    const command = `link add ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac}${master} up type veth peer name ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} netns ${spec.netns}`;
+    const masterIndex = host.bridge
+      ? this.getLink(undefined, host.bridge, command).index
+      : undefined;
+    const create = (netnsFd: number) =>
+      this.exchange(undefined, command, (s) =>
+        encodeNewVeth(s, {
+          name: spec.hostIfName,
+          mtu: spec.mtu,
+          address: spec.hostMac,
+          ...(masterIndex !== undefined ? { master: masterIndex } : {}),
+          up: true,
+          peer: { name: spec.ifName, mtu: spec.mtu, address: spec.containerMac, netnsFd },
+        }),
+      );
+    try {
+      this.t.withNetnsFd(spec.netns, create);
+    } catch (err) {
+      throw systemError(err, command, undefined);
+    }
+  }
+
+  /** Phase 2 inside the netns: addresses, the interface and lo up, routes (`ip route add`). */
+  configureContainerSide(spec: ContainerSideSpec): void {
+    const { netns, ifName } = spec;
+    const addrCmd = (cidr: string) => `addr add ${cidr} dev ${ifName}`;
+    const firstCommand = spec.addresses[0]
+      ? addrCmd(spec.addresses[0].cidr)
+      : `link set ${ifName} up`;
+    const index = this.getLink(netns, ifName, firstCommand).index;
+    for (const a of spec.addresses) {
+      this.exchange(netns, addrCmd(a.cidr), (s) =>
+        encodeNewAddr(s, { index, cidr: a.cidr, nodad: true }),
+      );
+    }
+    this.exchange(netns, `link set ${ifName} up`, (s) => encodeSetLink(s, { index }, { up: true }));
+    this.exchange(netns, "link set lo up", (s) => encodeSetLink(s, { name: "lo" }, { up: true }));
+    for (const r of spec.routes) {
+      this.exchange(netns, `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${ifName}`, (s) =>
+        encodeNewRoute(s, { dst: r.dst, ...(r.gw ? { gateway: r.gw } : {}), oif: index }),
+      );
+    }
+  }
+
+  /** See pod-interface.ts deletePodInterface: the container end through the netns, else the host end (MAC permitting). */
+  async deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
+    if (ref.netns && netnsPathExists(ref.netns)) {
+      try {
+        await this.exchangeDetached(ref.netns, `link del ${ref.ifName}`, (s) =>
+          encodeDelLink(s, { name: ref.ifName }),
+        );
+        return true;
+      } catch (err) {
+        if (!(err instanceof NetlinkError) || !err.notFound) throw err;
+      } finally {
+        this.t.forget(ref.netns);
+      }
+    } else if (ref.netns) this.t.forget(ref.netns);
+    const hostLink = this.findLink(undefined, { name: ref.hostIfName });
+    if (!hostLink) return false;
+    if (
+      ref.hostMac &&
+      hostLink.address &&
+      hostLink.address.toLowerCase() !== ref.hostMac.toLowerCase()
+    ) {
+      return false;
+    }
+    try {
+      // By index: the link we just looked at, not one that took its name since.
+      await this.exchangeDetached(undefined, `link del ${ref.hostIfName}`, (s) =>
+        encodeDelLink(s, { index: hostLink.index }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof NetlinkError && err.notFound) return false;
+      throw err;
+    }
+  }
+
+  async deleteHostLink(name: string): Promise<void> {
+    try {
+      await this.exchangeDetached(undefined, `link del ${name}`, (s) => encodeDelLink(s, { name }));
+    } catch (err) {
+      if (!(err instanceof NetlinkError && err.notFound)) throw err;
+    }
+  }
+
+  /** A link as `ip -j -d link show` describes it; undefined when it does not exist. */
+  showLink(name: string, netns?: string): LinkInfo | undefined {
+    const link = this.findLink(netns, { name });
+    return link ? this.linkInfo(link, netns) : undefined;
+  }
+
+  private linkInfo(link: LinkMessage, netns: string | undefined): LinkInfo {
+    const info: LinkInfo = { ifname: link.ifname ?? "", flags: linkFlagNames(link.flags) };
+    if (link.address !== undefined) info.address = link.address;
+    if (link.mtu !== undefined) info.mtu = link.mtu;
+    if (link.operstate !== undefined) info.operstate = operstateName(link.operstate);
+    if (link.kind !== undefined) info.linkinfo = { info_kind: link.kind };
+    if (link.master !== undefined) {
+      const master = this.findLink(netns, { index: link.master });
+      if (master?.ifname) info.master = master.ifname;
+    }
+    return info;
+  }
+
+  /** The container end for CHECK: link, addresses, main-table routes through it. */
+  inspectPodInterface(
+    netns: string,
+    ifName: string,
+    withIpv6Routes: boolean,
+  ): PodInterfaceState | undefined {
+    const link = this.findLink(netns, { name: ifName });
+    if (!link) return undefined;
+    const addresses: AddrInfo[] = [];
+    for (const m of this.exchange(netns, `addr show dev ${ifName}`, (s) => encodeDumpAddrs(s))) {
+      const a = decodeAddr(m);
+      if (a?.index === link.index && a.local !== undefined) {
+        addresses.push({
+          family: a.family === 4 ? "inet" : "inet6",
+          local: a.local,
+          prefixlen: a.prefixlen,
+        });
+      }
+    }
+    const routes: RouteInfo[] = [];
+    for (const family of withIpv6Routes ? ([4, 6] as const) : ([4] as const)) {
+      const cmd = `${family === 6 ? "-6 " : ""}route show dev ${ifName}`;
+      for (const m of this.exchange(netns, cmd, (s) => encodeDumpRoutes(s, family))) {
+        const r = decodeRoute(m);
+        // `ip route show` lists the main table, without the IPv6 route cache.
+        if (!r || r.table !== RT_TABLE_MAIN || r.oif !== link.index || r.flags & RTM_F_CLONED)
+          continue;
+        routes.push({ dst: routeDstText(r), ...(r.gateway ? { gateway: r.gateway } : {}) });
+      }
+    }
+    return { link: this.linkInfo(link, netns), addresses, routes };
+  }
+
+  /** See bridge.ts ensureBridge: created when missing, gateways by `addr replace`, up. */
+  ensureBridge(name: string, gatewayCidrs: readonly string[], mtu?: number): void {
+    const existing = this.findLink(undefined, { name });
+    if (!existing) {
+      try {
+        this.exchange(undefined, `link add ${name}${mtu ? ` mtu ${mtu}` : ""} type bridge`, (s) =>
+          encodeNewBridge(s, { name, ...(mtu ? { mtu } : {}) }),
+        );
+      } catch (err) {
+        // Two networks ensuring the same bridge at once: the loser sees EEXIST.
+        if (err instanceof NetlinkError && err.exists) {
+          this.ensureBridge(name, gatewayCidrs, mtu);
+          return;
+        }
+        throw err;
+      }
+    } else if (existing.kind && existing.kind !== "bridge") {
+      throw new NetlinkError({
+        command: `link show ${name}`,
+        netns: undefined,
+        code: "EWRONGKIND",
+        errno: 0,
+        detail: `exists but is a ${existing.kind}, not a bridge`,
+      });
+    }
+    const index = existing?.index ?? this.getLink(undefined, name, `link show ${name}`).index;
+    for (const cidr of gatewayCidrs) {
+      this.exchange(undefined, `addr replace ${cidr} dev ${name}`, (s) =>
+        encodeNewAddr(s, { index, cidr, replace: true, nodad: true }),
+      );
+    }
+    this.exchange(undefined, `link set ${name} up`, (s) =>
+      encodeSetLink(s, { index }, { up: true }),
+    );
+  }
+
+  /** The names of the bridge's ports; [] when it does not exist. */
+  listBridgePorts(name: string): string[] {
+    const bridge = this.findLink(undefined, { name });
+    if (!bridge) return [];
+    const names: string[] = [];
+    for (const m of this.exchange(undefined, `link show master ${name}`, (s) =>
+      encodeDumpLinks(s, { master: bridge.index }),
+    )) {
+      const l = decodeLink(m);
+      if (l.master === bridge.index && l.ifname) names.push(l.ifname);
+    }
+    return names;
+  }
+}
+
+function netnsPathExists(path: string): boolean {
+  try {
+    statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An errno Error from the addon or from fs (entering the netns, opening its fd) as a NetlinkError. */
+function systemError(err: unknown, command: string, netns: string | undefined): Error {
+  if (err instanceof NetlinkError) return err;
+  const e = err as NodeJS.ErrnoException;
+  if (typeof e?.code === "string" && /^E[A-Z0-9]+$/.test(e.code)) {
+    return new NetlinkError({
+      command,
+      netns,
+      code: e.code,
+      errno: Math.abs(e.errno ?? 0),
+      detail: e.message,
+    });
+  }
+  return err instanceof Error ? err : new Error(String(err));
+}

@@ -1,0 +1,462 @@
+/**
+ * The MidoNet controller end to end: the fake kube-apiserver (Nodes, Pods,
+ * Services, EndpointSlices, the Lease) in, the MidoNet API simulator out.
+ * Controllers run in-process with short lease timings, and as child processes
+ * (`cni-driver midonet-controller`) where one is SIGKILLed midway.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { KubeConfig } from "@kubernetes/client-node";
+import { expect } from "chai";
+import { createLogger } from "../../src/driver/logger.js";
+import {
+  type MidonetControllerOptions,
+  type RunningMidonetController,
+  startMidonetController,
+} from "../../src/midonet/controller/controller.js";
+import { mapCluster } from "../../src/midonet/mapping/cluster.js";
+import type { DesiredState } from "../../src/midonet/mapping/desired-state.js";
+import type { EndpointSlice, Node, Pod, Service } from "../../src/midonet/mapping/k8s.js";
+import { nodeIds } from "../../src/midonet/mapping/node.js";
+import { podPortId } from "../../src/midonet/mapping/pod.js";
+import { servicePortChainId } from "../../src/midonet/mapping/service.js";
+import {
+  type FakeKubeApiServer,
+  type KubeObject,
+  startFakeKubeApiServer,
+} from "../support/fake-kube-apiserver.js";
+import {
+  duplicateCreates,
+  expectTopology,
+  HOSTS,
+  nodes,
+  pod,
+  service,
+  slice,
+  TENANT,
+  topologyOf,
+} from "../support/midonet-cluster.js";
+import { type MidonetSimulator, startMidonetSimulator } from "../support/midonet-simulator.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const PODS = [0, 1, 2, 3, 4, 5];
+const LEASE = { namespace: "kube-system", name: "cni-driver-midonet-controller" };
+
+async function until<T>(
+  probe: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  what: string,
+  ms = 10_000,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== null && value !== false) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("midonet controller (fake kube-apiserver + MidoNet simulator)", function () {
+  this.timeout(60_000);
+  let kube: FakeKubeApiServer;
+  let sim: MidonetSimulator;
+  let kubeConfig: KubeConfig;
+  let dir: string;
+  const running: RunningMidonetController[] = [];
+  const children: ChildProcess[] = [];
+
+  beforeEach(async () => {
+    kube = await startFakeKubeApiServer();
+    sim = await startMidonetSimulator({
+      hosts: Object.entries(HOSTS).map(([name, id]) => ({ id, name })),
+    });
+    kubeConfig = new KubeConfig();
+    kubeConfig.loadFromString(kube.kubeconfig());
+    dir = mkdtempSync(join(tmpdir(), "midonet-controller-"));
+  });
+
+  afterEach(async () => {
+    for (const c of running.splice(0)) await c.stop();
+    for (const child of children.splice(0)) {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGKILL");
+        await new Promise((r) => child.once("exit", r));
+      }
+    }
+    await sim.close();
+    await kube.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The cluster in the fake API server: nodes without any MidoNet annotation yet. */
+  function populate(options: { pods?: number[]; endpoints?: number[] } = {}): void {
+    for (const n of nodes(false)) kube.put("nodes", n as unknown as KubeObject);
+    for (const i of options.pods ?? PODS) kube.put("pods", pod(i) as unknown as KubeObject);
+    kube.put("services", service() as unknown as KubeObject);
+    kube.put("endpointslices", slice(options.endpoints ?? [0, 1, 2]) as unknown as KubeObject);
+  }
+
+  /** What the mapping wants for the objects the API server holds now. */
+  function desired(): DesiredState {
+    return mapCluster(
+      {
+        nodes: kube.list("nodes") as unknown as Node[],
+        pods: kube.list("pods") as unknown as Pod[],
+        services: kube.list("services") as unknown as Service[],
+        endpointSlices: kube.list("endpointslices") as unknown as EndpointSlice[],
+      },
+      { tenant: TENANT },
+    ).state;
+  }
+
+  /** MidoNet holds what the API server's objects map to (all nodes annotated by then). */
+  async function convergedTopology(ms = 15_000): Promise<void> {
+    await until(
+      () => {
+        const annotated = kube
+          .list("nodes")
+          .every((n) => n.metadata?.annotations?.["midonet.org/host-id"]);
+        if (!annotated) return false;
+        expectTopology(sim.snapshot(), desired());
+        return true;
+      },
+      "MidoNet to hold the desired topology",
+      ms,
+    );
+  }
+
+  function options(
+    identity: string,
+    overrides: Partial<MidonetControllerOptions> = {},
+  ): MidonetControllerOptions {
+    return {
+      kubeConfig,
+      midonet: {
+        baseUrl: sim.baseUrl,
+        user: "admin",
+        password: "admin",
+        project: "admin",
+        timeoutMs: 1000,
+        retries: 0,
+      },
+      mapping: { tenant: TENANT },
+      lease: {
+        ...LEASE,
+        identity,
+        durationMs: 1000,
+        renewPeriodMs: 100,
+        renewDeadlineMs: 600,
+      },
+      healthAddr: "127.0.0.1:0",
+      resyncPeriodMs: 0,
+      hostRefreshMs: 200,
+      backoffMs: 20,
+      maxBackoffMs: 200,
+      logger: createLogger({ level: "silent" }),
+      ...overrides,
+    };
+  }
+
+  async function start(
+    identity: string,
+    overrides: Partial<MidonetControllerOptions> = {},
+  ): Promise<RunningMidonetController> {
+    const c = await startMidonetController(options(identity, overrides));
+    running.push(c);
+    return c;
+  }
+
+  async function stop(c: RunningMidonetController): Promise<void> {
+    running.splice(running.indexOf(c), 1);
+    await c.stop();
+  }
+
+  const writes = () => sim.writes();
+  const keysHeld = () => new Set(topologyOf(sim.snapshot()).objects.keys());
+
+  it("three nodes, their pods and a service with three endpoints: nodes annotated from /hosts, exactly the expected topology", async () => {
+    populate();
+    const c = await start("a");
+    await convergedTopology();
+    await until(() => c.status().converged, "the converged status");
+    for (const name of ["node1", "node2", "node3"]) {
+      expect(kube.get("nodes", undefined, name)?.metadata?.annotations).to.deep.include({
+        "midonet.org/host-id": HOSTS[name],
+        "midonet.org/tunnel-zone-id": "51329ede-9b0f-5923-98ee-bf4ef08af54f",
+        "midonet.org/tunnel-endpoint-ip": `192.168.0.1${name.slice(-1)}`,
+      });
+    }
+    const snapshot = sim.snapshot();
+    expect(snapshot.hostInterfacePorts).to.have.length(3 + PODS.length); // node ports + pods
+    expect(duplicateCreates(sim.calls)).to.deep.equal([]);
+
+    // Health and metrics, as the driver serves them.
+    const readyz = await fetch(`http://${c.healthAddress}/readyz`);
+    expect(readyz.status).to.equal(200);
+    const metrics = await (await fetch(`http://${c.healthAddress}/metrics`)).text();
+    expect(metrics).to.match(/^midonet_controller_leader 1$/m);
+    expect(metrics).to.match(/^midonet_controller_converged 1$/m);
+    expect(metrics).to.match(/^midonet_controller_writes_total\{op="create",kind="Bridge"\} 3$/m);
+    expect(metrics).to.match(/^midonet_controller_node_annotations_total\{outcome="ok"\} 3$/m);
+    expect(metrics).to.include("midonet_controller_api_request_duration_seconds_bucket");
+  });
+
+  it("scaling a deployment, deleting a service, deleting a node: exactly the right objects go", async () => {
+    populate();
+    const c = await start("a");
+    await convergedTopology();
+    const cfg = mapCluster({}, { tenant: TENANT }).config;
+
+    // Scale down: web-2 goes, and with it its endpoint.
+    let before = keysHeld();
+    kube.remove("pods", "default", "web-2");
+    kube.put("endpointslices", slice([0, 1]) as unknown as KubeObject);
+    await convergedTopology();
+    let gone = [...before].filter((k) => !keysHeld().has(k));
+    const port2 = podPortId(cfg, "default", "web-2");
+    expect(gone).to.include(port2);
+    expect(gone.filter((k) => k.includes(port2)).length).to.equal(3); // binding, MAC entry, + port
+    expect(gone).to.have.length(
+      1 /* port */ + 3 /* binding, MAC, ARP */ + 2 /* old DNAT, hairpin */,
+    );
+
+    // Scale up again: web-6 comes.
+    kube.put("pods", pod(6) as unknown as KubeObject);
+    await convergedTopology();
+    expect(keysHeld().has(podPortId(cfg, "default", "web-6"))).to.equal(true);
+
+    // Delete the service: its chain, rules and jump go.
+    before = keysHeld();
+    kube.remove("services", "default", "web");
+    await convergedTopology();
+    gone = [...before].filter((k) => !keysHeld().has(k));
+    const svcChain = servicePortChainId(cfg, "default", "web", "http");
+    expect(gone).to.include(svcChain);
+    expect(gone).to.have.length(1 /* chain */ + 1 /* jump */ + 2 /* SNATs */ + 1 /* DNAT */);
+
+    // Delete a node with its pods.
+    before = keysHeld();
+    for (const i of [1, 4]) kube.remove("pods", "default", `web-${i}`);
+    kube.remove("nodes", undefined, "node2");
+    await convergedTopology();
+    gone = [...before].filter((k) => !keysHeld().has(k));
+    const n2 = nodeIds(cfg, "node2");
+    for (const key of [n2.bridge, n2.nodePort, n2.routerPort, n2.chain, n2.snatRule]) {
+      expect(gone).to.include(key);
+    }
+    expect(gone).to.include(podPortId(cfg, "default", "web-1"));
+    expect(gone.some((k) => k.includes(nodeIds(cfg, "node1").bridge))).to.equal(false);
+    expect(c.status().leader).to.equal(true);
+  });
+
+  it("a node whose MidoNet host appears later is annotated then, and its pods are re-evaluated: their ports get bound", async () => {
+    await sim.close();
+    sim = await startMidonetSimulator({
+      hosts: [
+        { id: HOSTS.node1 as string, name: "node1" },
+        { id: HOSTS.node2 as string, name: "node2" },
+      ],
+    });
+    populate();
+    const c = await start("a");
+    const cfg = mapCluster({}, { tenant: TENANT }).config;
+    const pod2Port = podPortId(cfg, "default", "web-2"); // on node3
+    await until(() => c.status().converged && keysHeld().has(pod2Port), "node3's pods' ports");
+    expect(kube.get("nodes", undefined, "node3")?.metadata?.annotations).to.deep.equal({});
+    expect(sim.snapshot().hostInterfacePorts.map((b) => b.portId)).to.not.include(pod2Port);
+
+    sim.addHost({ id: HOSTS.node3 as string, name: "node3" });
+    await convergedTopology();
+    const binding = sim.snapshot().hostInterfacePorts.find((b) => b.portId === pod2Port);
+    expect(binding?.hostId).to.equal(HOSTS.node3);
+  });
+
+  it("a controller restarted against a converged MidoNet reads and writes nothing", async () => {
+    populate();
+    const a = await start("a");
+    await convergedTopology();
+    await until(() => a.status().converged, "convergence");
+    await stop(a);
+    sim.clearCalls();
+    const b = await start("b");
+    await until(() => b.status().converged, "the restarted controller to converge");
+    await pause(200);
+    expect(writes()).to.deep.equal([]);
+    expect(sim.calls.filter((x) => x.method === "GET").length).to.be.greaterThan(0);
+  });
+
+  it("killed (SIGKILL) midway and restarted as a process: it converges with no duplicate writes", async () => {
+    populate();
+    const kubeconfigFile = join(dir, "kubeconfig");
+    kube.kubeconfig(kubeconfigFile);
+    // Slow creates down so the kill lands midway.
+    sim.injectFault({ method: "POST", path: /^\/(?!login)/, delayMs: 25 });
+    const spawnController = (identity: string): ChildProcess => {
+      const env = { ...process.env };
+      delete env.NODE_EXTRA_CA_CERTS;
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          "src/driver/cli.ts",
+          "midonet-controller",
+          "--kubeconfig",
+          kubeconfigFile,
+          "--midonet-api",
+          sim.baseUrl,
+          "--midonet-user",
+          "admin",
+          "--midonet-project",
+          "admin",
+          "--identity",
+          identity,
+          "--health-addr",
+          "",
+          "--lease-duration",
+          "1",
+          "--lease-renew-period",
+          "0.1",
+          "--lease-renew-deadline",
+          "0.6",
+          "--host-refresh",
+          "0.2",
+          "--log-level",
+          "warn",
+        ],
+        { cwd: ROOT, env: { ...env, CNI_DRIVER_MIDONET_PASSWORD: "admin" }, stdio: "ignore" },
+      );
+      children.push(child);
+      return child;
+    };
+    const first = spawnController("first");
+    const created = () =>
+      sim.calls.filter((x) => x.method === "POST" && x.status === 201 && x.location).length;
+    await until(() => created() >= 15, "the first controller to be midway", 20_000);
+    first.kill("SIGKILL");
+    await new Promise((r) => first.once("exit", r));
+    const midway = created();
+    expect(midway).to.be.lessThan(desired().size);
+
+    spawnController("second");
+    await convergedTopology(30_000);
+    await pause(300);
+    expectTopology(sim.snapshot(), desired());
+    expect(duplicateCreates(sim.calls)).to.deep.equal([]);
+    // No create was repeated against an object that was there: MidoNet refused none.
+    expect(sim.calls.filter((x) => x.method === "POST" && x.status === 409)).to.deep.equal([]);
+    expect(created()).to.be.greaterThan(midway);
+  });
+
+  it("the simulator answering 500s and timing out for a while: it converges afterwards, every object created once", async () => {
+    populate();
+    sim.injectFault({ method: "POST", path: "/bridges*", status: 500, forMs: 800 });
+    sim.injectFault({ method: "POST", path: "/chains/*/rules", hang: true, forMs: 800 });
+    sim.injectFault({ method: "GET", path: "/hosts", status: 503, times: 2 });
+    const c = await start("a", {
+      midonet: {
+        baseUrl: sim.baseUrl,
+        user: "admin",
+        password: "admin",
+        project: "admin",
+        timeoutMs: 200,
+        retries: 0,
+      },
+    });
+    await until(
+      () =>
+        c.metrics.value("midonet_controller_errors_total", {
+          op: "create",
+          kind: "Bridge",
+          code: "500",
+        }) > 0,
+      "a failed bridge create",
+    );
+    expect(c.status().converged).to.equal(false);
+    await convergedTopology(20_000);
+    await until(() => c.status().converged, "the converged status");
+    const timeouts = c.metrics.value("midonet_controller_errors_total", {
+      op: "create",
+      kind: "Rule",
+      code: "timeout",
+    });
+    expect(timeouts).to.be.greaterThan(0);
+    expect(duplicateCreates(sim.calls)).to.deep.equal([]);
+  });
+
+  it("two controllers at once: only the leader writes; when it stops, the other takes over without rewriting anything", async () => {
+    populate();
+    const a = await start("a");
+    const b = await start("b");
+    await convergedTopology();
+    await until(() => a.status().converged || b.status().converged, "the leader to converge");
+    const [leader, follower] = a.status().leader ? [a, b] : [b, a];
+    expect(follower.status().leader).to.equal(false);
+    expect(follower.status().synced).to.equal(true);
+    // The follower never spoke to MidoNet at all.
+    const followerCalls = follower.metrics
+      .render()
+      .match(/^midonet_controller_api_requests_total\{/m);
+    expect(followerCalls).to.equal(null);
+    const lease = kube.get("leases", LEASE.namespace, LEASE.name) as {
+      spec?: { holderIdentity?: string };
+    };
+    expect(lease.spec?.holderIdentity).to.equal(leader === a ? "a" : "b");
+
+    sim.clearCalls();
+    await stop(leader);
+    await until(() => follower.status().converged, "the follower to lead and converge", 5_000);
+    expect(writes()).to.deep.equal([]);
+
+    // And it follows changes from then on.
+    kube.put("pods", pod(6) as unknown as KubeObject);
+    await convergedTopology();
+  });
+
+  it("a leader whose renewal is refused (409) stops writing at once, and writes again only once it holds the lease", async () => {
+    populate();
+    const a = await start("a");
+    await convergedTopology();
+    await until(() => a.status().converged, "convergence");
+    // Its renewals refused for a while (as if another replica had written the Lease).
+    kube.injectFault({ method: "PUT", path: /\/leases\//, status: 409, times: 8 });
+    await until(() => !a.status().leader, "a to step down");
+    const writesAtStepDown = writes().length;
+    // Nobody leads for now: a change is not written...
+    kube.put("pods", pod(6) as unknown as KubeObject);
+    const port6 = podPortId(mapCluster({}, { tenant: TENANT }).config, "default", "web-6");
+    await pause(300);
+    expect(a.status().leader).to.equal(false);
+    expect(writes().length).to.equal(writesAtStepDown);
+    expect(keysHeld().has(port6)).to.equal(false);
+    // ...until a holds the lease again (its tries find the lease still its own).
+    await until(() => a.status().leader, "a to lead again");
+    await convergedTopology();
+    expect(keysHeld().has(port6)).to.equal(true);
+  });
+
+  it("the informers survive API errors: a watch answered 500 is restarted and the events after it are mapped", async () => {
+    populate();
+    const a = await start("a");
+    await convergedTopology();
+    kube.injectFault({ path: "/api/v1/pods", watch: true, status: 500, times: 2 });
+    kube.endWatches();
+    kube.put("pods", pod(6) as unknown as KubeObject);
+    await convergedTopology();
+    expect(
+      a.metrics.value("midonet_controller_kube_errors_total", { op: "watch-pods" }),
+    ).to.be.greaterThan(0);
+  });
+});

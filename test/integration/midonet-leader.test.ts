@@ -1,0 +1,175 @@
+/**
+ * Leader election on a coordination.k8s.io Lease against the fake
+ * kube-apiserver: one leader among candidates, takeover only after expiry (or
+ * at once after a release), optimistic concurrency (a 409 ends leadership at
+ * once), and a leader cut off from the API server stepping down before its
+ * lease can expire for the others.
+ */
+import { CoordinationV1Api, KubeConfig, type V1Lease, V1MicroTime } from "@kubernetes/client-node";
+import { expect } from "chai";
+import { LeaderElector } from "../../src/midonet/controller/leader.js";
+import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
+
+const NS = "kube-system";
+const NAME = "cni-driver-midonet-controller";
+
+async function until(probe: () => boolean, what: string, ms = 5000): Promise<number> {
+  const started = Date.now();
+  while (!probe()) {
+    if (Date.now() - started > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return Date.now() - started;
+}
+
+describe("midonet controller leader election (Lease)", function () {
+  this.timeout(20_000);
+  let kube: FakeKubeApiServer;
+  let api: CoordinationV1Api;
+  const electors: LeaderElector[] = [];
+  let log: string[];
+
+  beforeEach(async () => {
+    kube = await startFakeKubeApiServer();
+    const kc = new KubeConfig();
+    kc.loadFromString(kube.kubeconfig());
+    api = kc.makeApiClient(CoordinationV1Api);
+    log = [];
+  });
+
+  afterEach(async () => {
+    for (const e of electors.splice(0)) await e.stop();
+    await kube.close();
+  });
+
+  function candidate(
+    identity: string,
+    timing: Partial<Record<"lease" | "renew" | "deadline", number>> = {},
+  ) {
+    const e = new LeaderElector({
+      api,
+      namespace: NS,
+      name: NAME,
+      identity,
+      leaseDurationMs: timing.lease ?? 1000,
+      renewPeriodMs: timing.renew ?? 100,
+      renewDeadlineMs: timing.deadline ?? 600,
+      onStartedLeading: () => log.push(`${identity} leads`),
+      onStoppedLeading: (reason) => log.push(`${identity} stops: ${reason}`),
+    });
+    electors.push(e);
+    return e;
+  }
+
+  const lease = () => kube.get("leases", NS, NAME) as V1Lease | undefined;
+
+  it("of two candidates exactly one leads, and the Lease names it (duration in whole seconds)", async () => {
+    const a = candidate("a");
+    const b = candidate("b");
+    a.start();
+    b.start();
+    await until(() => a.isLeader || b.isLeader, "a leader");
+    await new Promise((r) => setTimeout(r, 400)); // several renew periods
+    expect([a.isLeader, b.isLeader].filter(Boolean)).to.have.length(1);
+    const leader = a.isLeader ? "a" : "b";
+    expect(lease()?.spec).to.deep.include({ holderIdentity: leader, leaseDurationSeconds: 1 });
+    expect(log).to.deep.equal([`${leader} leads`]);
+    expect(b.holder ?? a.holder).to.equal(leader);
+  });
+
+  it("the leader renews (renewTime moves, same holder, no transition)", async () => {
+    const a = candidate("a");
+    a.start();
+    await until(() => a.isLeader, "a to lead");
+    const first = lease();
+    await new Promise((r) => setTimeout(r, 300));
+    const later = lease();
+    expect(later?.spec?.holderIdentity).to.equal("a");
+    expect(later?.spec?.leaseTransitions).to.equal(0);
+    expect(later?.spec?.renewTime).to.not.equal(first?.spec?.renewTime);
+    expect(later?.spec?.acquireTime).to.equal(first?.spec?.acquireTime);
+  });
+
+  it("stop() releases the Lease: another candidate takes over at once, not after the lease duration", async () => {
+    const a = candidate("a", { lease: 5000, renew: 100, deadline: 3000 });
+    a.start();
+    await until(() => a.isLeader, "a to lead");
+    const b = candidate("b", { lease: 5000, renew: 100, deadline: 3000 });
+    b.start();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(b.isLeader).to.equal(false);
+    await a.stop();
+    expect(log).to.include("a stops: stopping");
+    const took = await until(() => b.isLeader, "b to take over");
+    expect(took).to.be.lessThan(2000);
+    expect(lease()?.spec).to.deep.include({ holderIdentity: "b", leaseTransitions: 1 });
+  });
+
+  it("a Lease held by a candidate that died is taken over only once it has not changed for its duration", async () => {
+    await api.createNamespacedLease({
+      namespace: NS,
+      body: {
+        metadata: { name: NAME, namespace: NS },
+        spec: {
+          holderIdentity: "dead",
+          leaseDurationSeconds: 1,
+          renewTime: new V1MicroTime(),
+          acquireTime: new V1MicroTime(),
+          leaseTransitions: 3,
+        },
+      },
+    });
+    const b = candidate("b");
+    const started = Date.now();
+    b.start();
+    await until(() => b.isLeader, "b to take over");
+    expect(Date.now() - started).to.be.at.least(900);
+    expect(lease()?.spec).to.deep.include({ holderIdentity: "b", leaseTransitions: 4 });
+  });
+
+  it("a renewal refused with 409 (someone else wrote the Lease) ends leadership at once", async () => {
+    const a = candidate("a", { lease: 5000, renew: 100, deadline: 3000 });
+    a.start();
+    await until(() => a.isLeader, "a to lead");
+    kube.injectFault({
+      method: "PUT",
+      path: `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${NAME}`,
+      status: 409,
+    });
+    const took = await until(() => !a.isLeader, "a to step down");
+    expect(took).to.be.lessThan(1000); // not the 3 s deadline
+    expect(log.at(-1)).to.match(/^a stops: the lease was taken/);
+  });
+
+  it("a leader whose renewals fail (500s) steps down by the renew deadline, before the lease expires for the others", async () => {
+    const a = candidate("a", { lease: 1000, renew: 100, deadline: 500 });
+    a.start();
+    await until(() => a.isLeader, "a to lead");
+    kube.injectFault({ path: /\/leases\//, status: 500, times: 1000 });
+    const failedAt = Date.now();
+    await until(() => !a.isLeader, "a to step down");
+    const after = Date.now() - failedAt;
+    expect(after).to.be.lessThan(1000);
+    expect(log.at(-1)).to.match(/^a stops: no renewal/);
+    kube.clearFaults();
+    // Once the API answers again, a takes its (own) lease back.
+    await until(() => a.isLeader, "a to lead again");
+  });
+
+  it("refuses timings where the deadline is not shorter than the lease", () => {
+    expect(
+      () =>
+        new LeaderElector({
+          api,
+          namespace: NS,
+          name: NAME,
+          identity: "x",
+          leaseDurationMs: 1000,
+          renewPeriodMs: 100,
+          renewDeadlineMs: 1000,
+          onStartedLeading: () => {},
+          onStoppedLeading: () => {},
+        }),
+    ).to.throw(/shorter than the lease duration/);
+  });
+});

@@ -1,0 +1,429 @@
+/**
+ * The reconciler against the MidoNet API simulator: a cluster's topology made
+ * in dependency order with the scheme's ids, exactly the right objects going
+ * when pods, services and nodes go, no write at all on a restart against a
+ * converged MidoNet, orphans of a downtime found by listing, make-before-break
+ * for replaced rules, drift and rule order repaired, and failures (500s,
+ * timeouts) retried with backoff until it converges, never a create twice.
+ */
+import { expect } from "chai";
+import { MidonetClient } from "../../src/midonet/api.js";
+import { idForKey, subId } from "../../src/midonet/ids.js";
+import { ClusterMapper, isEmpty, type ResourceChanges } from "../../src/midonet/mapping/index.js";
+import { nodeIds } from "../../src/midonet/mapping/node.js";
+import { podPortId } from "../../src/midonet/mapping/pod.js";
+import { servicePortChainId } from "../../src/midonet/mapping/service.js";
+import { type FlushReport, Reconciler, type WriteOp } from "../../src/midonet/reconciler.js";
+import type { ResourceKind } from "../../src/midonet/resources.js";
+import {
+  duplicateCreates,
+  expectTopology,
+  HOSTS,
+  NODE_NAMES,
+  node,
+  nodes,
+  pod,
+  podIp,
+  service,
+  slice,
+  TENANT,
+  topologyOf,
+} from "../support/midonet-cluster.js";
+import { type MidonetSimulator, startMidonetSimulator } from "../support/midonet-simulator.js";
+
+const PODS = [0, 1, 2, 3, 4, 5];
+
+function fullCluster(mapper: ClusterMapper): ResourceChanges[] {
+  const out: ResourceChanges[] = [];
+  for (const n of nodes()) out.push(mapper.upsertNode(n));
+  for (const i of PODS) out.push(mapper.upsertPod(pod(i)));
+  out.push(mapper.upsertService(service()));
+  out.push(mapper.upsertEndpointSlice(slice([0, 1, 2])));
+  return out;
+}
+
+interface Harness {
+  mapper: ClusterMapper;
+  reconciler: Reconciler;
+  client: MidonetClient;
+  writes: { op: WriteOp; kind: ResourceKind }[];
+  failures: string[];
+  /** Feeds changes and flushes until nothing is due (or `max` flushes). */
+  apply(...changes: ResourceChanges[]): Promise<FlushReport>;
+  settle(max?: number): Promise<FlushReport>;
+}
+
+describe("midonet reconciler (against the API simulator)", function () {
+  this.timeout(30_000);
+  let sim: MidonetSimulator;
+
+  beforeEach(async () => {
+    sim = await startMidonetSimulator({
+      hosts: Object.entries(HOSTS).map(([name, id]) => ({ id, name })),
+    });
+  });
+
+  afterEach(async () => {
+    await sim.close();
+  });
+
+  function harness(clientOptions: { timeoutMs?: number; retries?: number } = {}): Harness {
+    const mapper = new ClusterMapper({ tenant: TENANT });
+    const client = new MidonetClient({
+      baseUrl: sim.baseUrl,
+      user: "admin",
+      password: "admin",
+      project: "admin",
+      timeoutMs: clientOptions.timeoutMs ?? 2000,
+      retries: clientOptions.retries ?? 1,
+      backoffMs: 5,
+      maxBackoffMs: 20,
+    });
+    const writes: Harness["writes"] = [];
+    const failures: string[] = [];
+    const reconciler = new Reconciler({
+      client,
+      state: mapper.state,
+      config: mapper.config,
+      backoffMs: 20,
+      maxBackoffMs: 100,
+      observer: {
+        write: (op, kind) => writes.push({ op, kind }),
+        failure: (op, kind, err) => failures.push(`${op} ${kind}: ${(err as Error).message}`),
+      },
+    });
+    const settle = async (max = 40): Promise<FlushReport> => {
+      let report = await reconciler.flush();
+      for (let i = 0; i < max && !reconciler.converged; i++) {
+        const due = reconciler.nextDue() ?? Date.now();
+        await new Promise((r) => setTimeout(r, Math.max(0, due - Date.now())));
+        report = await reconciler.flush();
+      }
+      return report;
+    };
+    return {
+      mapper,
+      reconciler,
+      client,
+      writes,
+      failures,
+      settle,
+      apply: async (...changes) => {
+        for (const c of changes) reconciler.enqueue(c);
+        return settle();
+      },
+    };
+  }
+
+  /** A converged cluster, and the call log cleared. */
+  async function converged(): Promise<Harness> {
+    const h = harness();
+    fullCluster(h.mapper);
+    expect((await h.reconciler.resync()).ok).to.equal(true);
+    await h.settle();
+    expect(h.reconciler.converged).to.equal(true);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    sim.clearCalls();
+    h.writes.length = 0;
+    return h;
+  }
+
+  const writeCalls = () => sim.writes().map((c) => `${c.method} ${c.location ?? c.path}`);
+
+  it("three nodes, their pods and a service with three endpoints: exactly the expected topology, with the scheme's ids", async () => {
+    const h = harness();
+    fullCluster(h.mapper);
+    expect(await h.reconciler.resync()).to.deep.include({ ok: true, orphans: 0 });
+    const report = await h.settle();
+    expect(h.failures).to.deep.equal([]);
+    expect(report).to.include({ failures: 0, pending: 0 });
+    const snapshot = sim.snapshot();
+    expectTopology(snapshot, h.mapper.state);
+
+    // The ids, spelled out independently of the mapping code.
+    const g = h.mapper.config.ids;
+    expect(g.clusterRouter).to.equal("21607839-c6b4-5b98-8aa1-89a1aab61bca");
+    expect(snapshot.routers.map((r) => r.id)).to.deep.equal([g.clusterRouter]);
+    expect(snapshot.tunnelZones.map((z) => z.id)).to.deep.equal([
+      "51329ede-9b0f-5923-98ee-bf4ef08af54f",
+    ]);
+    expect(snapshot.bridges.map((b) => b.id).sort()).to.deep.equal(
+      NODE_NAMES.map((n) => idForKey(TENANT, "Node", n)).sort(),
+    );
+    expect(snapshot.bridges.map((b) => b.id)).to.include("d1c5f0f1-d501-5330-b521-b2daaf3d238b");
+    const svcChain = servicePortChainId(h.mapper.config, "default", "web", "http");
+    expect(snapshot.chains.map((c) => c.name).sort()).to.deep.equal(
+      [
+        "KUBE-MAIN",
+        "KUBE-PRE",
+        "KUBE-SERVICES",
+        "KUBE-NODE-node1",
+        "KUBE-NODE-node2",
+        "KUBE-NODE-node3",
+        "KUBE-SVC-default/web/http",
+      ].sort(),
+    );
+    // Per node: bridge port, node port, one pod port per pod on it; one router port each.
+    expect(snapshot.ports.filter((p) => p.type === "Bridge")).to.have.length(3 * 2 + PODS.length);
+    expect(snapshot.ports.filter((p) => p.type === "Router")).to.have.length(3);
+    for (const i of PODS) {
+      const port = podPortId(h.mapper.config, "default", `web-${i}`);
+      const bound = snapshot.hostInterfacePorts.find((b) => b.portId === port);
+      expect(bound?.hostId, `web-${i}`).to.equal(HOSTS[`node${(i % 3) + 1}`]);
+    }
+    expect(snapshot.tunnelZoneHosts.map((m) => [m.hostId, m.ipAddress]).sort()).to.deep.equal(
+      [
+        [HOSTS.node1, "192.168.0.11"],
+        [HOSTS.node2, "192.168.0.12"],
+        [HOSTS.node3, "192.168.0.13"],
+      ].sort(),
+    );
+    // The service chain: a hairpin SNAT per endpoint, then one DNAT over all three.
+    const rules = topologyOf(snapshot).chains.get(svcChain) ?? [];
+    const types = rules.map((id) => snapshot.rules.find((r) => r.id === id)?.type);
+    expect(types).to.deep.equal(["snat", "snat", "snat", "dnat"]);
+    const dnat = snapshot.rules.find((r) => r.type === "dnat");
+    expect(dnat?.natTargets?.map((t) => t.addressFrom)).to.deep.equal([
+      podIp(0),
+      podIp(1),
+      podIp(2),
+    ]);
+    // Every object created once, in dependency order (MidoNet refuses otherwise: no 4xx).
+    expect(duplicateCreates(sim.calls)).to.deep.equal([]);
+    // (401s aside: the first calls go without a token and log in.)
+    expect(sim.calls.filter((c) => c.status >= 400 && c.status !== 401)).to.deep.equal([]);
+    expect(h.writes.filter((w) => w.op !== "create")).to.deep.equal([]);
+  });
+
+  it("a restart against a converged MidoNet reads (GETs only) and writes nothing", async () => {
+    await converged();
+    const restarted = harness();
+    fullCluster(restarted.mapper);
+    const report = await restarted.reconciler.resync();
+    expect(report).to.deep.equal({ ok: true, missing: 0, differing: 0, orphans: 0 });
+    await restarted.settle();
+    expect(sim.calls.filter((c) => c.method !== "GET" && c.path !== "/login")).to.deep.equal([]);
+    expect(sim.calls.filter((c) => c.method === "GET").length).to.be.greaterThan(0);
+    expect(restarted.reconciler.converged).to.equal(true);
+  });
+
+  it("scaling the deployment down: exactly the pod's port, binding, MAC and ARP entries go, and the DNAT is replaced make-before-break", async () => {
+    const h = await converged();
+    const cfg = h.mapper.config;
+    const port = podPortId(cfg, "default", "web-2");
+    const bridge = nodeIds(cfg, "node3").bridge;
+    const svcChain = servicePortChainId(cfg, "default", "web", "http");
+    const oldDnat = subId(svcChain, `DNAT ${podIp(0)}:8080 ${podIp(1)}:8080 ${podIp(2)}:8080`);
+    const newDnat = subId(svcChain, `DNAT ${podIp(0)}:8080 ${podIp(1)}:8080`);
+    const hairpin = subId(svcChain, `Hairpin SNAT 10.96.0.10 ${podIp(2)}`);
+    const mac = "0a-58-0a-01-03-0c";
+
+    await h.apply(
+      h.mapper.upsertEndpointSlice(slice([0, 1])),
+      h.mapper.deletePod("default", "web-2"),
+    );
+    expect(h.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    const calls = writeCalls();
+    expect([...calls].sort()).to.deep.equal(
+      [
+        `POST /rules/${newDnat}`,
+        `DELETE /rules/${oldDnat}`,
+        `DELETE /rules/${hairpin}`,
+        `DELETE /hosts/${HOSTS.node3}/ports/${port}`,
+        `DELETE /bridges/${bridge}/mac_table/${mac}_${port}`,
+        `DELETE /bridges/${bridge}/arp_table/${podIp(2)}_${mac}`,
+        `DELETE /ports/${port}`,
+      ].sort(),
+    );
+    expect(calls.indexOf(`POST /rules/${newDnat}`)).to.be.lessThan(
+      calls.indexOf(`DELETE /rules/${oldDnat}`),
+    );
+    // The new DNAT took the old one's place: after the hairpin SNATs.
+    const order = topologyOf(sim.snapshot()).chains.get(svcChain);
+    expect(order?.at(-1)).to.equal(newDnat);
+  });
+
+  it("scaling up: the new pod's objects and the wider DNAT are created, nothing else changes", async () => {
+    const h = await converged();
+    await h.apply(h.mapper.upsertPod(pod(6)), h.mapper.upsertEndpointSlice(slice([0, 1, 2, 6])));
+    expectTopology(sim.snapshot(), h.mapper.state);
+    const calls = writeCalls();
+    const port = podPortId(h.mapper.config, "default", "web-6");
+    expect(calls).to.include(`POST /ports/${port}`);
+    expect(calls.filter((c) => c.startsWith("POST"))).to.have.length(
+      1 /* port */ + 1 /* binding */ + 2 /* MAC, ARP */ + 2 /* hairpin SNAT, DNAT */,
+    );
+    expect(calls.filter((c) => c.startsWith("DELETE"))).to.have.length(1); // the old DNAT
+    expect(calls.filter((c) => c.startsWith("PUT"))).to.deep.equal([]);
+  });
+
+  it("deleting a service: its chain, its rules and its jump go, nothing else", async () => {
+    const h = await converged();
+    const cfg = h.mapper.config;
+    const svcChain = servicePortChainId(cfg, "default", "web", "http");
+    const before = topologyOf(sim.snapshot());
+    await h.apply(h.mapper.deleteService("default", "web"));
+    const after = topologyOf(sim.snapshot());
+    expectTopology(sim.snapshot(), h.mapper.state);
+    const gone = [...before.objects.keys()].filter((k) => !after.objects.has(k));
+    const jump = idForKey(TENANT, "ServicePortSub", "default/web/http/10.96.0.10/TCP/80");
+    expect(gone.sort()).to.deep.equal(
+      [svcChain, jump, ...(before.chains.get(svcChain) ?? [])].sort(),
+    );
+    expect(writeCalls().every((c) => c.startsWith("DELETE"))).to.equal(true);
+  });
+
+  it("deleting a node with its pods: exactly the node's and the pods' objects go", async () => {
+    const h = await converged();
+    const before = topologyOf(sim.snapshot());
+    const changes = [h.mapper.deleteNode("node2"), h.mapper.deletePod("default", "web-1")];
+    changes.push(h.mapper.deletePod("default", "web-4"));
+    changes.push(h.mapper.upsertEndpointSlice(slice([0, 2])));
+    await h.apply(...changes);
+    expect(h.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    const after = topologyOf(sim.snapshot());
+    const gone = [...before.objects.keys()].filter((k) => !after.objects.has(k));
+    const n = nodeIds(h.mapper.config, "node2");
+    for (const key of [
+      n.bridge,
+      n.bridgePort,
+      n.routerPort,
+      n.route,
+      n.chain,
+      n.nodePort,
+      n.snatRule,
+    ]) {
+      expect(gone, key).to.include(key);
+    }
+    expect(gone).to.include(
+      `/tunnel_zones/${h.mapper.config.ids.defaultTunnelZone}/hosts/${HOSTS.node2}`,
+    );
+    expect(gone).to.include(podPortId(h.mapper.config, "default", "web-1"));
+    // Nothing of node1 or node3 went.
+    for (const name of ["node1", "node3"]) {
+      const ids = nodeIds(h.mapper.config, name);
+      expect(after.objects.has(ids.bridge) && after.objects.has(ids.nodePort), name).to.equal(true);
+    }
+  });
+
+  it("a node deleted while its pods stay: their ports wait for it (held back, not failing) and come back with it", async () => {
+    const h = await converged();
+    await h.apply(h.mapper.deleteNode("node2"));
+    expect(h.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    expect(h.reconciler.heldBack).to.be.greaterThan(0);
+    expect(h.reconciler.converged).to.equal(true);
+    await h.apply(
+      h.mapper.upsertNode(node("node2", 2, { "midonet.org/host-id": HOSTS.node2 as string })),
+    );
+    expect(h.reconciler.heldBack).to.equal(0);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    const port = podPortId(h.mapper.config, "default", "web-1");
+    expect(topologyOf(sim.snapshot()).objects.has(port)).to.equal(true);
+  });
+
+  it("a node's MidoNet host changing: its and its pods' bindings and membership move (old ones deleted first)", async () => {
+    const h = await converged();
+    const newHost = "0b7c3a4e-4444-4a4a-8a4a-000000000004";
+    sim.addHost({ id: newHost, name: "node1-reinstalled" });
+    await h.apply(h.mapper.upsertNode(node("node1", 1, { "midonet.org/host-id": newHost })));
+    expect(h.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    const snapshot = sim.snapshot();
+    const port = podPortId(h.mapper.config, "default", "web-0");
+    expect(snapshot.hostInterfacePorts.find((b) => b.portId === port)?.hostId).to.equal(newHost);
+    expect(snapshot.tunnelZoneHosts.map((m) => m.hostId)).to.not.include(HOSTS.node1);
+    const calls = writeCalls();
+    expect(calls.indexOf(`DELETE /hosts/${HOSTS.node1}/ports/${port}`)).to.be.lessThan(
+      calls.indexOf(`POST /hosts/${newHost}/ports/${port}`),
+    );
+  });
+
+  it("orphans of a downtime (a service and a node deleted while it was down) are found by listing and deleted at resync", async () => {
+    await converged();
+    const restarted = harness();
+    fullCluster(restarted.mapper);
+    restarted.mapper.deleteService("default", "web");
+    restarted.mapper.deleteNode("node3");
+    for (const i of [2, 5]) restarted.mapper.deletePod("default", `web-${i}`);
+    const report = await restarted.reconciler.resync();
+    expect(report.ok).to.equal(true);
+    expect(report.missing).to.equal(0);
+    expect(report.orphans).to.be.greaterThan(10);
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), restarted.mapper.state);
+    expect(writeCalls().every((c) => c.startsWith("DELETE"))).to.equal(true);
+  });
+
+  it("drift is repaired at resync: a bridge's filter cleared by hand is PUT back, a rule out of order re-made in place", async () => {
+    const h = await converged();
+    const cfg = h.mapper.config;
+    const bridge = nodeIds(cfg, "node1").bridge;
+    await h.client.bridges.update({ id: bridge, name: "node1", tenantId: TENANT });
+    // rev_snat moved after rev_dnat in KUBE-PRE: hairpin replies would miss it.
+    await h.client.rules.delete(cfg.ids.reverseSnat);
+    await h.client.rules.create(cfg.ids.preChain, {
+      id: cfg.ids.reverseSnat,
+      type: "rev_snat",
+      flowAction: "continue",
+      position: 2,
+    });
+    sim.clearCalls();
+    const report = await h.reconciler.resync();
+    expect(report).to.include({ ok: true, missing: 0, differing: 2, orphans: 0 });
+    await h.settle();
+    expectTopology(sim.snapshot(), h.mapper.state);
+    // One of the two rules is re-made at its place (either restores the order).
+    const calls = writeCalls();
+    expect(calls[0]).to.equal(`PUT /bridges/${bridge}`);
+    const remade = calls[1]?.replace("DELETE /rules/", "");
+    expect([cfg.ids.reverseSnat, cfg.ids.reverseDnat]).to.include(remade);
+    expect(calls.slice(1)).to.deep.equal([`DELETE /rules/${remade}`, `POST /rules/${remade}`]);
+  });
+
+  it("the simulator answering 500s for a while: failures are retried with backoff, it converges afterwards with every object created once", async () => {
+    const h = harness({ retries: 0 });
+    sim.injectFault({ method: "POST", path: "/bridges/*", status: 500, forMs: 400 });
+    sim.injectFault({ method: "POST", path: "/chains/*/rules", status: 503, times: 5 });
+    fullCluster(h.mapper);
+    expect((await h.reconciler.resync()).ok).to.equal(true);
+    const first = await h.reconciler.flush();
+    expect(first.failures).to.be.greaterThan(0);
+    expect(first.pending).to.be.greaterThan(0);
+    expect(h.failures.some((f) => f.includes("500"))).to.equal(true);
+    await h.settle(200);
+    expect(h.reconciler.converged).to.equal(true);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    expect(duplicateCreates(sim.calls)).to.deep.equal([]);
+  });
+
+  it("timeouts (answers that never come, and answers that come too late after the create happened): it converges without a duplicate create", async () => {
+    const h = harness({ timeoutMs: 150, retries: 0 });
+    // Creates of ports happen server-side but answer too late; rule creates hang for a while.
+    sim.injectFault({ method: "POST", path: "/bridges/*/ports", delayMs: 300, times: 4 });
+    sim.injectFault({ method: "POST", path: "/chains/*/rules", hang: true, forMs: 300 });
+    fullCluster(h.mapper);
+    expect((await h.reconciler.resync()).ok).to.equal(true);
+    await h.settle(200);
+    expect(h.failures.some((f) => f.includes("timed out"))).to.equal(true);
+    expect(h.reconciler.converged).to.equal(true);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    expect(duplicateCreates(sim.calls)).to.deep.equal([]);
+    // The late-answered creates were looked up, not POSTed again.
+    const posts = sim.calls.filter((c) => c.method === "POST" && c.path.endsWith("/ports"));
+    expect(posts.filter((c) => c.status === 409)).to.deep.equal([]);
+  });
+
+  it("a mapping change that comes back to where it was before the flush makes no write", async () => {
+    const h = await converged();
+    h.reconciler.enqueue(h.mapper.deleteService("default", "web"));
+    h.reconciler.enqueue(h.mapper.upsertService(service()));
+    const changes = h.mapper.upsertEndpointSlice(slice([0, 1, 2]));
+    expect(isEmpty(changes)).to.equal(true);
+    await h.settle();
+    expect(writeCalls()).to.deep.equal([]);
+  });
+});

@@ -1,0 +1,250 @@
+/**
+ * The controller's pure parts: its flags (defaults, env twins, refusals), the
+ * Node annotations it writes, and its metrics text.
+ */
+import { expect } from "chai";
+import { parseFlags, UsageError } from "../../src/driver/flags.js";
+import { MidonetApiError } from "../../src/midonet/api.js";
+import { CONTROLLER_FLAGS, controllerOptionsFromFlags } from "../../src/midonet/controller/main.js";
+import { ControllerMetrics, errorCode } from "../../src/midonet/controller/metrics.js";
+import {
+  type AnnotatedNode,
+  nodeAnnotationPatch,
+} from "../../src/midonet/controller/node-annotations.js";
+
+const API = "http://midonet-api:8181/midonet-api";
+const ZONE = "51329ede-9b0f-5923-98ee-bf4ef08af54f";
+const HOST = "0b7c3a4e-1111-4a1a-8a1a-000000000001";
+
+const options = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
+  controllerOptionsFromFlags(parseFlags(CONTROLLER_FLAGS, argv, env), env);
+
+describe("midonet controller", () => {
+  describe("flags", () => {
+    it("defaults: in-cluster config, tenant midonetkube, the Lease kube-system/cni-driver-midonet-controller for 15 s renewed every 5 s", () => {
+      const o = options(["--midonet-api", API], { POD_NAME: "ctl-7d9f-abcde" });
+      expect(o).to.deep.include({
+        kubeconfig: "",
+        logLevel: "info",
+        healthAddr: "127.0.0.1:9768",
+        resyncPeriodMs: 600_000,
+        hostRefreshMs: 30_000,
+        backoffMs: 500,
+        maxBackoffMs: 60_000,
+      });
+      expect(o.mapping).to.deep.equal({ tenant: "midonetkube", tunnelZoneType: "vxlan" });
+      expect(o.lease).to.deep.equal({
+        namespace: "kube-system",
+        name: "cni-driver-midonet-controller",
+        identity: "ctl-7d9f-abcde",
+        durationMs: 15_000,
+        renewPeriodMs: 5_000,
+        renewDeadlineMs: 10_000,
+      });
+      expect(o.midonet).to.deep.equal({
+        baseUrl: API,
+        user: undefined,
+        password: undefined,
+        project: undefined,
+        timeoutMs: 10_000,
+      });
+    });
+
+    it("without POD_NAME the identity is hostname_pid", () => {
+      expect(options(["--midonet-api", API]).lease.identity).to.match(
+        new RegExp(`_${process.pid}$`),
+      );
+    });
+
+    it("every flag has its env twin; a flag given wins over it", () => {
+      const env = {
+        CNI_DRIVER_MIDONET_API: API,
+        CNI_DRIVER_MIDONET_USER: "admin",
+        CNI_DRIVER_MIDONET_PASSWORD: "secret",
+        CNI_DRIVER_MIDONET_PROJECT: "admin",
+        CNI_DRIVER_TENANT: "envtenant",
+        CNI_DRIVER_LEASE_DURATION: "1",
+        CNI_DRIVER_LEASE_RENEW_PERIOD: "0.1",
+        CNI_DRIVER_LEASE_RENEW_DEADLINE: "0.6",
+      };
+      const o = options(["--tenant", "flagtenant", "--identity", "me"], env);
+      expect(o.midonet).to.deep.include({ user: "admin", password: "secret", project: "admin" });
+      expect(o.mapping.tenant).to.equal("flagtenant");
+      expect(o.lease).to.deep.include({
+        identity: "me",
+        durationMs: 1000,
+        renewPeriodMs: 100,
+        renewDeadlineMs: 600,
+      });
+    });
+
+    const refused: { argv: string[]; message: RegExp }[] = [
+      { argv: [], message: /--midonet-api is required/ },
+      { argv: ["--midonet-api", "midonet:8181"], message: /not an http\(s\) URL/ },
+      { argv: ["--midonet-api", API, "--tunnel-zone-type", "vtep"], message: /vxlan or gre/ },
+      { argv: ["--midonet-api", API, "--tenant", ""], message: /--tenant may not be empty/ },
+      { argv: ["--midonet-api", API, "--lease-duration", "0"], message: /positive number/ },
+      { argv: ["--midonet-api", API, "--lease-renew-period", "soon"], message: /positive number/ },
+      {
+        argv: ["--midonet-api", API, "--lease-renew-deadline", "15"],
+        message: /deadline must be shorter than --lease-duration/,
+      },
+      {
+        argv: ["--midonet-api", API, "--lease-renew-period", "10"],
+        message: /period must be shorter than --lease-renew-deadline/,
+      },
+      { argv: ["--midonet-api", API, "--log-level", "loud"], message: /unknown level/ },
+      { argv: ["--midonet-api", API, "--resync"], message: /Unknown option/ },
+    ];
+    for (const r of refused) {
+      it(`refuses ${r.argv.slice(2).join(" ") || r.argv.join(" ") || "no flags"} with a usage error`, () => {
+        expect(() => options(r.argv)).to.throw(UsageError, r.message);
+      });
+    }
+
+    it("--resync-period 0 turns periodic resyncs off", () => {
+      expect(options(["--midonet-api", API, "--resync-period", "0"]).resyncPeriodMs).to.equal(0);
+    });
+  });
+
+  describe("Node annotations", () => {
+    const hosts = new Map([
+      ["node1", HOST],
+      ["node2", "0b7c3a4e-2222-4a2a-8a2a-000000000002"],
+    ]);
+    const node = (
+      name: string,
+      annotations: Record<string, string> = {},
+      addresses = [{ type: "InternalIP", address: "192.168.0.11" }],
+    ): AnnotatedNode => ({ metadata: { name, annotations }, status: { addresses } });
+
+    const table: {
+      what: string;
+      node: AnnotatedNode;
+      patch: Record<string, string> | undefined;
+    }[] = [
+      {
+        what: "a new node: host id by name, the default zone, the first IPv4 InternalIP",
+        node: node("node1", {}, [
+          { type: "Hostname", address: "node1" },
+          { type: "InternalIP", address: "fd00::11" },
+          { type: "InternalIP", address: "192.168.0.11" },
+        ]),
+        patch: {
+          "midonet.org/host-id": HOST,
+          "midonet.org/tunnel-zone-id": ZONE,
+          "midonet.org/tunnel-endpoint-ip": "192.168.0.11",
+        },
+      },
+      {
+        what: "a node already annotated: nothing",
+        node: node("node1", {
+          "midonet.org/host-id": HOST.toUpperCase(),
+          "midonet.org/tunnel-zone-id": ZONE,
+          "midonet.org/tunnel-endpoint-ip": "192.168.0.11",
+        }),
+        patch: undefined,
+      },
+      {
+        what: "a host id MidoNet now reports differently (agent re-registered): rewritten",
+        node: node("node1", {
+          "midonet.org/host-id": "0b7c3a4e-9999-4a1a-8a1a-000000000009",
+          "midonet.org/tunnel-zone-id": ZONE,
+          "midonet.org/tunnel-endpoint-ip": "192.168.0.11",
+        }),
+        patch: { "midonet.org/host-id": HOST },
+      },
+      {
+        what: "the operator's tunnel zone and endpoint: kept",
+        node: node("node1", {
+          "midonet.org/tunnel-zone-id": "aaaaaaaa-0000-4000-8000-000000000001",
+          "midonet.org/tunnel-endpoint-ip": "10.0.0.1",
+        }),
+        patch: { "midonet.org/host-id": HOST },
+      },
+      {
+        what: "no IPv4 InternalIP: no endpoint annotation (the mapping warns)",
+        node: node("node2", {}, [{ type: "ExternalIP", address: "203.0.113.1" }]),
+        patch: {
+          "midonet.org/host-id": "0b7c3a4e-2222-4a2a-8a2a-000000000002",
+          "midonet.org/tunnel-zone-id": ZONE,
+        },
+      },
+      {
+        what: "a node MidoNet has no host for: nothing yet",
+        node: node("node3"),
+        patch: undefined,
+      },
+    ];
+    for (const t of table) {
+      it(t.what, () => {
+        expect(nodeAnnotationPatch(t.node, hosts, ZONE)).to.deep.equal(t.patch);
+      });
+    }
+  });
+
+  describe("metrics", () => {
+    it("renders the Prometheus text format with stable label order", () => {
+      const m = new ControllerMetrics();
+      m.write("create", "Bridge");
+      m.write("create", "Bridge");
+      m.failure(
+        "create",
+        "Rule",
+        new MidonetApiError({
+          method: "POST",
+          path: "/chains/x/rules",
+          status: 500,
+          reason: "http",
+          attempts: 1,
+        }),
+      );
+      m.apiAttempt({ method: "GET", path: "/", status: 200, attempt: 1, durationMs: 3 });
+      m.set("midonet_controller_leader", {}, 1);
+      const text = m.render();
+      expect(text).to.match(/^# TYPE midonet_controller_writes_total counter$/m);
+      expect(text).to.match(/^midonet_controller_writes_total\{op="create",kind="Bridge"\} 2$/m);
+      expect(text).to.match(
+        /^midonet_controller_errors_total\{op="create",kind="Rule",code="500"\} 1$/m,
+      );
+      expect(text).to.match(/^midonet_controller_leader 1$/m);
+      expect(text).to.match(
+        /^midonet_controller_api_request_duration_seconds_bucket\{method="GET",le="0.005"\} 1$/m,
+      );
+      expect(text).to.match(
+        /^midonet_controller_api_request_duration_seconds_count\{method="GET"\} 1$/m,
+      );
+      expect(text.endsWith("\n")).to.equal(true);
+    });
+
+    const codes: { err: unknown; code: string }[] = [
+      {
+        err: new MidonetApiError({
+          method: "GET",
+          path: "/",
+          status: 0,
+          reason: "timeout",
+          attempts: 1,
+        }),
+        code: "timeout",
+      },
+      {
+        err: new MidonetApiError({
+          method: "GET",
+          path: "/",
+          status: 404,
+          reason: "http",
+          attempts: 1,
+        }),
+        code: "404",
+      },
+      { err: Object.assign(new Error("x"), { code: 409 }), code: "409" },
+      { err: new Error("boom"), code: "error" },
+    ];
+    for (const c of codes) {
+      it(`errorCode: ${(c.err as Error).message || c.code} → ${c.code}`, () => {
+        expect(errorCode(c.err)).to.equal(c.code);
+      });
+    }
+  });
+});
