@@ -65,7 +65,8 @@ const INSTALL_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
-const COMMANDS = "serve | install-cni | midonet-controller | add | del | check | status | gc | version";
+const COMMANDS =
+  "serve | install-cni | midonet-controller | add | del | check | status | gc | version";
 
 function defaultShimPath(): string {
   return new URL("../../dist/bin/cni-driver-shim", import.meta.url).pathname.replace(

@@ -1,8 +1,8 @@
 import { CniError, ErrorCode } from "../cni/errors.js";
 
 /**
- * gRPC status codes, apart from the transport: loading node:http2 costs the shim
- * ~12 ms, which VERSION and every input error must not pay.
+ * gRPC status codes, apart from the transport: the shim loads its HTTP/2 client
+ * only for a call, which VERSION and every input error must not pay for.
  */
 
 /** gRPC status codes (grpc/doc/statuscodes.md), by name. */
