@@ -13,7 +13,6 @@
  * Run as root: `node --import tsx bench/plumbing.ts [pods per backend, default 50] [concurrency, default 1]`.
  */
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { type PlumbingBackendName, selectPlumbingBackend } from "../src/plumbing/backend.js";
 import { ensureBridge } from "../src/plumbing/bridge.js";
@@ -24,6 +23,7 @@ import {
   deletePodInterface,
 } from "../src/plumbing/pod-interface.js";
 import { uniqueTag } from "../test/support/netns.js";
+import { ipBatch, percentile, processCpuMs } from "./common.js";
 
 const PODS = Number(process.argv[2] ?? 50);
 const CONCURRENCY = Number(process.argv[3] ?? 1);
@@ -40,20 +40,8 @@ interface Samples {
   wallMs: number;
 }
 
-/** CPU of this process and the children it reaped, in ms (USER_HZ ticks of 10 ms). */
-function cpuMs(): number {
-  const stat = readFileSync("/proc/self/stat", "utf8");
-  const f = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
-  return [11, 12, 13, 14].reduce((s, i) => s + Number(f[i]), 0) * 10;
-}
-
-function ipBatch(lines: string[]): void {
-  const r = spawnSync("ip", ["-force", "-batch", "-"], {
-    input: `${lines.join("\n")}\n`,
-    encoding: "utf8",
-  });
-  if (r.status !== 0) throw new Error(`ip -batch: ${r.stderr}`);
-}
+/** CPU of this process and the children it reaped, in ms. */
+const cpuMs = (): number => processCpuMs([process.pid]);
 
 let podSeq = 0;
 
@@ -109,11 +97,6 @@ async function round(backend: PlumbingBackendName, pods: number, into?: Samples)
   ipBatch(names.map((n) => `netns del ${n}`));
 }
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? Number.NaN;
-};
-
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error("run as root");
   const results: Record<PlumbingBackendName, Samples> = {
@@ -136,7 +119,7 @@ async function main(): Promise<void> {
   );
   for (const [name, s] of Object.entries(results)) {
     console.log(
-      `${name.padEnd(10)} ${pct(s.setup, 50).toFixed(2).padStart(10)} ${pct(s.setup, 90).toFixed(2).padStart(5)} ${pct(s.teardown, 50).toFixed(2).padStart(15)} ${pct(s.teardown, 90).toFixed(2).padStart(5)} ${((s.pods * 1000) / s.wallMs).toFixed(0).padStart(8)} ${(s.cpuMs / s.pods).toFixed(2).padStart(12)} ${(s.loopBusyMs / s.pods).toFixed(2).padStart(23)}`,
+      `${name.padEnd(10)} ${percentile(s.setup, 50).toFixed(2).padStart(10)} ${percentile(s.setup, 90).toFixed(2).padStart(5)} ${percentile(s.teardown, 50).toFixed(2).padStart(15)} ${percentile(s.teardown, 90).toFixed(2).padStart(5)} ${((s.pods * 1000) / s.wallMs).toFixed(0).padStart(8)} ${(s.cpuMs / s.pods).toFixed(2).padStart(12)} ${(s.loopBusyMs / s.pods).toFixed(2).padStart(23)}`,
     );
   }
 }

@@ -11,6 +11,7 @@ import { DriverClient } from "./client.js";
 import { driverOptionsFromFlags, driverVersion, SERVE_FLAGS, startDriver } from "./daemon.js";
 import { type FlagSpec, parseFlags, UsageError, usage } from "./flags.js";
 import { DEFAULT_INSTALLED_PLUGINS, installExecutable, SHIM_TYPE } from "./host-install.js";
+import { untilStopSignal } from "./stop-signal.js";
 
 const SOCKET_FLAG: FlagSpec = {
   name: "socket",
@@ -120,16 +121,8 @@ async function main(argv: string[]): Promise<number> {
 async function serve(argv: string[]): Promise<number> {
   const opts = driverOptionsFromFlags(parseFlags(SERVE_FLAGS, argv));
   const driver = await startDriver(opts);
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      driver.logger.info({ signal }, "stopping: not ready, draining in-flight calls");
-      process.off("SIGTERM", stop);
-      process.off("SIGINT", stop);
-      resolve();
-    };
-    process.on("SIGTERM", stop);
-    process.on("SIGINT", stop);
-  });
+  const signal = await untilStopSignal();
+  driver.logger.info({ signal }, "stopping: not ready, draining in-flight calls");
   await driver.stop();
   driver.logger.info("stopped");
   return 0;

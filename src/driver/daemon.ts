@@ -3,7 +3,8 @@
  * the health endpoint together, recovers state at start, and shuts down cleanly.
  *
  * Ready means: a valid config is loaded, start-up recovery is done, we are not
- * shutting down, and (with the Kubernetes API) the Node has given us a pod CIDR.
+ * shutting down, (with the Kubernetes API) the Node has given us a pod CIDR,
+ * and (with the MidoNet datapath) the node link is set up (node-connectivity.ts).
  * Until then SetUpPod answers code 11 and STATUS code 50.
  *
  * The Kubernetes API is optional (kube/integration.ts): without `--kubeconfig`
@@ -23,6 +24,7 @@ import { KubeIntegration, kubeSettingsFrom } from "./kube/integration.js";
 import { AttachmentLocks } from "./locks.js";
 import { createLogger, type LogLevel } from "./logger.js";
 import { Metrics } from "./metrics.js";
+import { NodeConnectivity } from "./node-connectivity.js";
 import { type BuiltinPlugin, createPluginRunner } from "./plugin-runner.js";
 import { recoverAtStart, replayDeletionQueue } from "./recovery.js";
 import { ResultCache } from "./result-cache.js";
@@ -214,6 +216,13 @@ export async function startDriver(
       "config loaded",
     );
   });
+  // The MidoNet datapath's node link follows every load (a pod CIDR change is one).
+  const nodeLink = new NodeConnectivity({
+    logger,
+    api: kube?.api.catch(() => undefined),
+    nodeName: kubeSettings?.nodeName,
+  });
+  config.on("reload", (cfg) => nodeLink.apply(cfg));
   config.on("error", (e) => {
     metrics.configReloaded(false);
     logger.error(
@@ -244,6 +253,7 @@ export async function startDriver(
     () => (recovered ? [] : ["start-up recovery in progress"]),
   ];
   if (kube) readinessChecks.push(() => kube.notReadyReasons());
+  readinessChecks.push(() => nodeLink.notReadyReasons(config.current()));
   const notReadyReasons = (): string[] => readinessChecks.flatMap((check) => check());
 
   const service = new DriverService({
@@ -316,6 +326,7 @@ export async function startDriver(
       await closing;
       clearTimeout(timer);
       await health.close();
+      nodeLink.stop();
       await kube?.stop();
       await config.close();
     },

@@ -39,6 +39,12 @@ export const CONFLIST_SUFFIX = ".conflist";
 export interface DriverSettings {
   /** The network used when a call names none; default: the first conflist by key name. */
   defaultNetwork?: string;
+  /** IPv4 CIDRs the node link routes to (datapath "midonet"); absent: no route. */
+  clusterCidr?: string;
+  serviceCidr?: string;
+  /** The node link's interface names (datapath "midonet"). */
+  nodeInterface?: string;
+  nodePeerInterface?: string;
   /** Other driver.json keys pass through for the modules that read them. */
   [k: string]: unknown;
 }
@@ -209,7 +215,39 @@ function parseSettings(bytes: Uint8Array | undefined): DriverSettings {
   if (dn !== undefined && (typeof dn !== "string" || dn === "")) {
     throw invalid(`${DRIVER_SETTINGS_KEY}: defaultNetwork must be a non-empty string`);
   }
+  for (const key of ["clusterCidr", "serviceCidr"]) checkRouteCidr(value, key);
+  for (const key of ["nodeInterface", "nodePeerInterface"]) checkInterfaceName(value, key);
   return value as DriverSettings;
+}
+
+/**
+ * `clusterCidr` / `serviceCidr`: where the node link (datapath "midonet")
+ * routes via the pod CIDR's gateway; absent means no such route. IPv4, as the
+ * node link is, and without host bits (almost always a typo).
+ */
+function checkRouteCidr(settings: JsonObject, key: string): void {
+  const v = settings[key];
+  if (v === undefined) return;
+  const cidr = typeof v === "string" ? parseCidr(v) : undefined;
+  if (cidr?.family !== 4) {
+    throw invalid(`${DRIVER_SETTINGS_KEY}: ${key} must be an IPv4 CIDR, not ${JSON.stringify(v)}`);
+  }
+  if (cidrHasHostBits(cidr)) {
+    throw invalid(
+      `${DRIVER_SETTINGS_KEY}: ${key} ${JSON.stringify(v)} has host bits set (the network is ${formatCidr(cidrNetwork(cidr))})`,
+    );
+  }
+}
+
+/** `nodeInterface` / `nodePeerInterface`: the node link's names (defaults midokube-node / midokube-mido). */
+function checkInterfaceName(settings: JsonObject, key: string): void {
+  const v = settings[key];
+  if (v === undefined) return;
+  if (typeof v !== "string" || !/^[A-Za-z0-9_.-]{1,15}$/.test(v)) {
+    throw invalid(
+      `${DRIVER_SETTINGS_KEY}: ${key} must be an interface name of 1-15 characters, not ${JSON.stringify(v)}`,
+    );
+  }
 }
 
 /**

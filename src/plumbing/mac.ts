@@ -13,6 +13,18 @@ export function normalizeMac(text: string): string | undefined {
   return m ? m.slice(1).join(":").toLowerCase() : undefined;
 }
 
+/**
+ * Whether a host link may still be the pod's host end the cache recorded: when
+ * both MACs are known they must match, as a newer sandbox of the same pod may
+ * own the name by now; when either is unknown, the name alone decides.
+ */
+export function hostMacStillMatches(
+  recorded: string | undefined,
+  current: string | undefined,
+): boolean {
+  return !recorded || !current || recorded.toLowerCase() === current.toLowerCase();
+}
+
 export function formatMac(bytes: Uint8Array): string {
   return Array.from(bytes, (x) => x.toString(16).padStart(2, "0")).join(":");
 }

@@ -7,6 +7,7 @@
  */
 import { netlinkPlumbing } from "./backend.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
+import { hostMacStillMatches } from "./mac.js";
 import { netnsExists, netnsName } from "./netns.js";
 
 export interface PodAddress {
@@ -137,13 +138,7 @@ export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean>
   }
   const hostLink = await showLink(ref.hostIfName);
   if (!hostLink) return false;
-  if (
-    ref.hostMac &&
-    hostLink.address &&
-    hostLink.address.toLowerCase() !== ref.hostMac.toLowerCase()
-  ) {
-    return false;
-  }
+  if (!hostMacStillMatches(ref.hostMac, hostLink.address)) return false;
   try {
     await ipBatch([`link del ${ref.hostIfName}`]);
     return true;

@@ -505,7 +505,7 @@ describe("manifests (daemonset/ and configmap/)", () => {
       expect(POD?.serviceAccountName).to.equal(NAME);
     });
 
-    it("the ClusterRole grants exactly nodes get/list/watch, pods get/patch, configmaps get/list/watch, events create/patch", () => {
+    it("the ClusterRole grants exactly nodes get/list/watch/patch, pods get/patch, configmaps get/list/watch, events create/patch", () => {
       const role = find<IClusterRole>(RAW, "ClusterRole", NAME);
       const granted = (role.rules ?? []).flatMap((r) => {
         expect(r.resourceNames, "resourceNames").to.equal(undefined);
@@ -519,6 +519,7 @@ describe("manifests (daemonset/ and configmap/)", () => {
           "core/nodes: get",
           "core/nodes: list",
           "core/nodes: watch",
+          "core/nodes: patch",
           "core/pods: get",
           "core/pods: patch",
           "core/configmaps: get",

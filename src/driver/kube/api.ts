@@ -1,6 +1,6 @@
 /**
  * The driver's whole use of the Kubernetes API, behind a small interface: follow
- * one object (its Node, its ConfigMap), merge-patch a pod's annotations, create
+ * one object (its Node, its ConfigMap), merge-patch a pod's or its Node's annotations, create
  * and patch Events. Nothing else in the driver touches `@kubernetes/client-node`.
  *
  * The client is imported here lazily, by `connectKubeApi`, and only when an API
@@ -123,6 +123,8 @@ export interface KubeApi {
     ref: Required<ObjectRef>,
     annotations: Record<string, string | null>,
   ): Promise<void>;
+  /** JSON merge patch of a Node's metadata.annotations: a string sets a key, null removes it. */
+  patchNodeAnnotations(name: string, annotations: Record<string, string | null>): Promise<void>;
   /** Creates an Event; answers its name. */
   createEvent(namespace: string, body: CoreEventBody): Promise<string>;
   /** JSON merge patch of an Event (a series' count and lastTimestamp). */
@@ -252,6 +254,15 @@ class ClientNodeApi implements KubeApi {
         { name: ref.name, namespace: ref.namespace, body: { metadata: { annotations } } },
         this.callOptions(true),
       ),
+    );
+  }
+
+  async patchNodeAnnotations(
+    name: string,
+    annotations: Record<string, string | null>,
+  ): Promise<void> {
+    await this.call(() =>
+      this.core.patchNode({ name, body: { metadata: { annotations } } }, this.callOptions(true)),
     );
   }
 

@@ -40,7 +40,7 @@ import type { MappingConfig } from "../mapping/config.js";
 import type { ResourceChanges } from "../mapping/diff.js";
 import type { EndpointSlice, Node, Pod, Service } from "../mapping/k8s.js";
 import { Reconciler } from "../reconciler.js";
-import { ResilientInformer } from "./informers.js";
+import { type InformerHandlers, ResilientInformer } from "./informers.js";
 import { type LeaderElectionOptions, LeaderElector } from "./leader.js";
 import { ControllerMetrics, errorCode } from "./metrics.js";
 import { NodeAnnotator } from "./node-annotations.js";
@@ -191,19 +191,35 @@ export async function startMidonetController(
     onError: () => metrics.inc("midonet_controller_kube_errors_total", { op: `watch-${name}` }),
   });
 
+  /**
+   * Add and update are one upsert; each change goes to feed() under
+   * "Kind/namespace/name" (the namespaced kinds).
+   */
+  const namespacedHandlers = <T extends KubernetesObject>(
+    kind: string,
+    upsert: (obj: T) => ResourceChanges,
+    remove: (namespace: string, name: string) => ResourceChanges,
+  ): InformerHandlers<T> => {
+    const key = (obj: T) => `${kind}/${nsOf(obj)}/${nameOf(obj)}`;
+    const upserted = (obj: T) => feed(key(obj), () => upsert(obj));
+    return {
+      add: upserted,
+      update: upserted,
+      delete: (obj) => feed(key(obj), () => remove(nsOf(obj), nameOf(obj))),
+    };
+  };
+  const nodeChanged = (n: V1Node): void => {
+    feed(`Node/${nameOf(n)}`, () => mapper.upsertNode(n as Node));
+    leadership?.annotator.nodeChanged(nameOf(n));
+  };
+
   const nodes = new ResilientInformer<V1Node>({
     ...informerOptions("nodes"),
     path: "/api/v1/nodes",
     list: () => core.listNode(),
     handlers: {
-      add: (n) => {
-        feed(`Node/${nameOf(n)}`, () => mapper.upsertNode(n as Node));
-        leadership?.annotator.nodeChanged(nameOf(n));
-      },
-      update: (n) => {
-        feed(`Node/${nameOf(n)}`, () => mapper.upsertNode(n as Node));
-        leadership?.annotator.nodeChanged(nameOf(n));
-      },
+      add: nodeChanged,
+      update: nodeChanged,
       delete: (n) => {
         feed(`Node/${nameOf(n)}`, () => mapper.deleteNode(nameOf(n)));
         leadership?.annotator.nodeDeleted(nameOf(n));
@@ -214,43 +230,31 @@ export async function startMidonetController(
     ...informerOptions("pods"),
     path: "/api/v1/pods",
     list: () => core.listPodForAllNamespaces(),
-    handlers: {
-      add: (p) => feed(`Pod/${nsOf(p)}/${nameOf(p)}`, () => mapper.upsertPod(p as Pod)),
-      update: (p) => feed(`Pod/${nsOf(p)}/${nameOf(p)}`, () => mapper.upsertPod(p as Pod)),
-      delete: (p) =>
-        feed(`Pod/${nsOf(p)}/${nameOf(p)}`, () => mapper.deletePod(nsOf(p), nameOf(p))),
-    },
+    handlers: namespacedHandlers<V1Pod>(
+      "Pod",
+      (p) => mapper.upsertPod(p as Pod),
+      (ns, name) => mapper.deletePod(ns, name),
+    ),
   });
   const services = new ResilientInformer<V1Service>({
     ...informerOptions("services"),
     path: "/api/v1/services",
     list: () => core.listServiceForAllNamespaces(),
-    handlers: {
-      add: (s) => feed(`Service/${nsOf(s)}/${nameOf(s)}`, () => mapper.upsertService(s as Service)),
-      update: (s) =>
-        feed(`Service/${nsOf(s)}/${nameOf(s)}`, () => mapper.upsertService(s as Service)),
-      delete: (s) =>
-        feed(`Service/${nsOf(s)}/${nameOf(s)}`, () => mapper.deleteService(nsOf(s), nameOf(s))),
-    },
+    handlers: namespacedHandlers<V1Service>(
+      "Service",
+      (s) => mapper.upsertService(s as Service),
+      (ns, name) => mapper.deleteService(ns, name),
+    ),
   });
   const slices = new ResilientInformer<V1EndpointSlice>({
     ...informerOptions("endpointslices"),
     path: "/apis/discovery.k8s.io/v1/endpointslices",
     list: () => discovery.listEndpointSliceForAllNamespaces(),
-    handlers: {
-      add: (s) =>
-        feed(`EndpointSlice/${nsOf(s)}/${nameOf(s)}`, () =>
-          mapper.upsertEndpointSlice(s as EndpointSlice),
-        ),
-      update: (s) =>
-        feed(`EndpointSlice/${nsOf(s)}/${nameOf(s)}`, () =>
-          mapper.upsertEndpointSlice(s as EndpointSlice),
-        ),
-      delete: (s) =>
-        feed(`EndpointSlice/${nsOf(s)}/${nameOf(s)}`, () =>
-          mapper.deleteEndpointSlice(nsOf(s), nameOf(s)),
-        ),
-    },
+    handlers: namespacedHandlers<V1EndpointSlice>(
+      "EndpointSlice",
+      (s) => mapper.upsertEndpointSlice(s as EndpointSlice),
+      (ns, name) => mapper.deleteEndpointSlice(ns, name),
+    ),
   });
   const informers = [nodes, pods, services, slices] as ResilientInformer<KubernetesObject>[];
   const synced = () => informers.every((i) => i.synced);

@@ -12,6 +12,7 @@ import {
   usage,
 } from "../../driver/flags.js";
 import { createLogger, LOG_LEVELS, type LogLevel } from "../../driver/logger.js";
+import { untilStopSignal } from "../../driver/stop-signal.js";
 import type { TunnelZoneType } from "../resources.js";
 import { type MidonetControllerOptions, startMidonetController } from "./controller.js";
 
@@ -160,16 +161,8 @@ export async function runMidonetController(argv: string[]): Promise<number> {
   else kubeConfig.loadFromCluster();
   const logger = createLogger({ level: logLevel, name: "midonet-controller" });
   const controller = await startMidonetController({ ...options, kubeConfig, logger });
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info({ signal }, "stopping: giving up the lease, then the watches");
-      process.off("SIGTERM", stop);
-      process.off("SIGINT", stop);
-      resolve();
-    };
-    process.on("SIGTERM", stop);
-    process.on("SIGINT", stop);
-  });
+  const signal = await untilStopSignal();
+  logger.info({ signal }, "stopping: giving up the lease, then the watches");
   await controller.stop();
   return 0;
 }

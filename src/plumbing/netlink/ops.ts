@@ -7,6 +7,7 @@
  * that other pods' requests are not held up behind them.
  */
 import { statSync } from "node:fs";
+import { hostMacStillMatches } from "../mac.js";
 import type {
   AddrInfo,
   ContainerSideSpec,
@@ -201,13 +202,7 @@ export class NetlinkOps {
     } else if (ref.netns) this.t.forget(ref.netns);
     const hostLink = this.findLink(undefined, { name: ref.hostIfName });
     if (!hostLink) return false;
-    if (
-      ref.hostMac &&
-      hostLink.address &&
-      hostLink.address.toLowerCase() !== ref.hostMac.toLowerCase()
-    ) {
-      return false;
-    }
+    if (!hostMacStillMatches(ref.hostMac, hostLink.address)) return false;
     try {
       // By index: the link we just looked at, not one that took its name since.
       await this.exchangeDetached(undefined, `link del ${ref.hostIfName}`, (s) =>

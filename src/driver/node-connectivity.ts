@@ -1,0 +1,342 @@
+/**
+ * Node connectivity of the MidoNet datapath: when a network's `midonet` plugin
+ * says `"datapath": "midonet"`, the host gets its own port on that datapath,
+ * as the original MidoNet CNI set up once the Node had a pod CIDR:
+ *
+ * - `midokube-node` in the host with the node IP, the pod CIDR's network + 2,
+ *   its peer `midokube-mido` up for the agent (plumbing/node-link.ts);
+ * - routes to driver.json's `clusterCidr` and `serviceCidr` via the gateway
+ *   (network + 1) on midokube-node;
+ * - `net.ipv4.ip_forward` = 1 (only in this mode: the kernel datapath leaves
+ *   the host's sysctls alone);
+ * - with the Kubernetes API and a node name, the Node annotated
+ *   `midonet.org/mac-address` = the MAC of midokube-node, off the CNI path,
+ *   retried with backoff on conflicts and outages.
+ *
+ * Applied on every config load (a pod CIDR change is one). A failure is
+ * logged, counted, makes the driver not ready with the reason, and is retried
+ * with backoff until it works or the next load replaces it.
+ */
+import type pino from "pino";
+import { cidrNetwork, formatIp, type ParsedCidr, parseCidr } from "../cni/ip.js";
+import {
+  enableIpv4Forwarding,
+  ensureNodeLink,
+  NODE_INTERFACE,
+  NODE_PEER_INTERFACE,
+  type NodeLinkSpec,
+  type NodeRoute,
+  removeNodeLink,
+} from "../plumbing/node-link.js";
+import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
+import type { KubeApi } from "./kube/api.js";
+import { type BackoffPolicy, backoffDelay } from "./kube/backoff.js";
+import { isRetryable, MAC_ADDRESS_ANNOTATION } from "./kube/pod-annotations.js";
+import type { DriverConfig } from "./network-config.js";
+
+export interface NodeLinkPlan extends Required<Pick<NodeLinkSpec, "nodeIf" | "peerIf">> {
+  /** The network whose pod CIDR the node IP comes from. */
+  network: string;
+  mtu: number;
+  /** The pod CIDR as filled into that network's host-local range. */
+  podCidr: string;
+  /** The node IP with the pod CIDR's prefix (network + 2). */
+  addressCidr: string;
+  /** network + 1. */
+  gateway: string;
+  routes: NodeRoute[];
+}
+
+type JsonObject = Record<string, unknown>;
+
+const isObject = (v: unknown): v is JsonObject =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The address `n` after the network of `cidr`, as text. */
+function nthAddress(cidr: ParsedCidr, n: number): string {
+  const bytes = Uint8Array.from(cidrNetwork(cidr).bytes);
+  let carry = n;
+  for (let i = bytes.length - 1; i >= 0 && carry > 0; i--) {
+    const sum = (bytes[i] as number) + carry;
+    bytes[i] = sum & 0xff;
+    carry = sum >> 8;
+  }
+  return formatIp(bytes);
+}
+
+/** The first IPv4 subnet of a host-local ipam: the legacy `subnet`, then `ranges` in order. */
+function firstV4Subnet(ipam: JsonObject): ParsedCidr | undefined {
+  const candidates: unknown[] = [ipam.subnet];
+  if (Array.isArray(ipam.ranges)) {
+    for (const set of ipam.ranges) {
+      if (Array.isArray(set)) for (const r of set) if (isObject(r)) candidates.push(r.subnet);
+    }
+  }
+  for (const c of candidates) {
+    const cidr = typeof c === "string" ? parseCidr(c) : undefined;
+    if (cidr?.family === 4) return cidr;
+  }
+  return undefined;
+}
+
+/**
+ * What the node link should be for this config: undefined when no network
+ * uses the MidoNet datapath. The default network is asked first, then the
+ * others in order. Throws (an Error naming the network) when the network's
+ * IPAM gives no IPv4 pod CIDR to derive the node IP from.
+ */
+export function nodeLinkPlan(cfg: DriverConfig): NodeLinkPlan | undefined {
+  const names = [
+    cfg.defaultNetwork,
+    ...[...cfg.networks.keys()].filter((n) => n !== cfg.defaultNetwork),
+  ];
+  for (const name of names) {
+    const list = cfg.networks.get(name);
+    const plugin = list?.plugins.find(
+      (p) => p.type === MIDONET_PLUGIN_TYPE && p.raw.datapath === "midonet",
+    );
+    if (!plugin) continue;
+    const ipam = plugin.raw.ipam;
+    const subnet = isObject(ipam) && ipam.type === "host-local" ? firstV4Subnet(ipam) : undefined;
+    if (!subnet) {
+      throw new Error(
+        `network ${JSON.stringify(name)} uses the midonet datapath, but its ipam has no host-local IPv4 subnet to take the node IP from`,
+      );
+    }
+    const gateway = nthAddress(subnet, 1);
+    const s = cfg.settings;
+    const routes = [s.clusterCidr, s.serviceCidr]
+      .filter((c): c is string => typeof c === "string")
+      .map((dst) => ({ dst, gw: gateway }));
+    const mtu = typeof plugin.raw.mtu === "number" ? plugin.raw.mtu : DEFAULT_MTU;
+    return {
+      network: name,
+      nodeIf: typeof s.nodeInterface === "string" ? s.nodeInterface : NODE_INTERFACE,
+      peerIf: typeof s.nodePeerInterface === "string" ? s.nodePeerInterface : NODE_PEER_INTERFACE,
+      mtu,
+      podCidr: `${formatIp(cidrNetwork(subnet).bytes)}/${subnet.prefix}`,
+      addressCidr: `${nthAddress(subnet, 2)}/${subnet.prefix}`,
+      gateway,
+      routes,
+    };
+  }
+  return undefined;
+}
+
+export interface NodeConnectivityOptions {
+  logger: pino.Logger;
+  /** The API when configured (settles undefined when it is not usable). */
+  api?: Promise<KubeApi | undefined>;
+  /** The Node to annotate; without it (or without an API) nothing is annotated. */
+  nodeName?: string;
+  /** Between failed attempts to set the link up (default 500 ms doubling to 30 s). */
+  retryBackoff?: BackoffPolicy;
+  /** Between failed Node patches (default 200 ms doubling to 10 s). */
+  annotationBackoff?: BackoffPolicy;
+  /** Node patches per MAC before giving up until the next change (default 10). */
+  annotationAttempts?: number;
+  /** The plumbing, replaceable in tests. */
+  ensure?: (spec: NodeLinkSpec) => Promise<string>;
+  remove?: (nodeIf: string, peerIf: string) => Promise<boolean>;
+  enableForwarding?: () => Promise<boolean>;
+}
+
+export class NodeConnectivity {
+  /** Failed attempts since start. */
+  failures = 0;
+  /** The MAC of the node link as last set up. */
+  mac: string | undefined;
+  private readonly log: pino.Logger;
+  private readonly plans = new WeakMap<DriverConfig, { plan?: NodeLinkPlan; error?: string }>();
+  private wanted: DriverConfig | undefined;
+  private running = false;
+  private again = false;
+  private attempt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private lastError: string | undefined;
+  /** The plan last applied successfully. */
+  private applied: NodeLinkPlan | undefined;
+  private closed = false;
+  private annotating = false;
+  private annotated: string | undefined;
+
+  constructor(private readonly o: NodeConnectivityOptions) {
+    this.log = o.logger.child({ component: "node-connectivity" });
+  }
+
+  /** Takes a newly loaded config; returns at once (the work is queued, never overlapping). */
+  apply(cfg: DriverConfig): void {
+    if (this.closed) return;
+    this.wanted = cfg;
+    this.attempt = 0;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.kick();
+  }
+
+  /** Why the driver cannot serve ADD on the node link's account, for `cfg` (the current config). */
+  notReadyReasons(cfg: DriverConfig | undefined): string[] {
+    if (!cfg) return [];
+    const { plan, error } = this.planOf(cfg);
+    if (error) return [`node connectivity: ${error}`];
+    if (!plan) return [];
+    if (this.lastError) return [`node link ${plan.nodeIf}: ${this.lastError}`];
+    if (!this.applied) return [`node link ${plan.nodeIf} not set up yet`];
+    return [];
+  }
+
+  stop(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private planOf(cfg: DriverConfig): { plan?: NodeLinkPlan; error?: string } {
+    let p = this.plans.get(cfg);
+    if (!p) {
+      try {
+        p = { plan: nodeLinkPlan(cfg) };
+      } catch (err) {
+        p = { error: err instanceof Error ? err.message : String(err) };
+      }
+      this.plans.set(cfg, p);
+    }
+    return p;
+  }
+
+  private kick(): void {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void this.run().finally(() => {
+      this.running = false;
+      if (this.again && !this.closed) {
+        this.again = false;
+        this.kick();
+      }
+    });
+  }
+
+  private async run(): Promise<void> {
+    const cfg = this.wanted;
+    if (!cfg || this.closed) return;
+    const { plan, error } = this.planOf(cfg);
+    if (error) {
+      this.fail(error, undefined);
+      return;
+    }
+    const ensure = this.o.ensure ?? ensureNodeLink;
+    if (!plan) {
+      this.lastError = undefined;
+      const previous = this.applied;
+      this.applied = undefined;
+      // No network uses the MidoNet datapath any more: the link it needed goes too.
+      if (previous) await this.removeLink(previous);
+      return;
+    }
+    try {
+      const mac = await ensure(plan);
+      const enable = this.o.enableForwarding ?? enableIpv4Forwarding;
+      if (await enable()) this.log.info("net.ipv4.ip_forward enabled for the midonet datapath");
+      const previous = this.applied;
+      const changed = JSON.stringify(plan) !== JSON.stringify(previous) || mac !== this.mac;
+      this.applied = plan;
+      this.lastError = undefined;
+      this.attempt = 0;
+      this.mac = mac;
+      if (changed) {
+        this.log.info(
+          {
+            network: plan.network,
+            nodeIf: plan.nodeIf,
+            peerIf: plan.peerIf,
+            address: plan.addressCidr,
+            routes: plan.routes.map((r) => `${r.dst} via ${r.gw}`),
+            mac,
+          },
+          "node link set up",
+        );
+      }
+      if (previous && previous.nodeIf !== plan.nodeIf && previous.nodeIf !== plan.peerIf) {
+        // Renamed in driver.json: the old pair is no one's (its peer went with it
+        // when ensure re-created the pair under a reused peer name).
+        await this.removeLink(previous, plan);
+      }
+      this.annotate();
+    } catch (err) {
+      this.fail(err instanceof Error ? err.message : String(err), plan);
+    }
+  }
+
+  /** Removes `plan`'s pair, sparing a name `keep` uses. */
+  private async removeLink(plan: NodeLinkPlan, keep?: NodeLinkPlan): Promise<void> {
+    const remove = this.o.remove ?? removeNodeLink;
+    const inUse = (n: string) => n === keep?.nodeIf || n === keep?.peerIf;
+    try {
+      // Deleting one end of a veth pair deletes both; the peer's name is only a fallback.
+      if (await remove(plan.nodeIf, inUse(plan.peerIf) ? plan.nodeIf : plan.peerIf))
+        this.log.info({ nodeIf: plan.nodeIf, peerIf: plan.peerIf }, "node link removed");
+    } catch (err) {
+      this.log.warn({ nodeIf: plan.nodeIf, err: String(err) }, "removing the node link failed");
+    }
+  }
+
+  private fail(reason: string, plan: NodeLinkPlan | undefined): void {
+    this.failures++;
+    this.lastError = reason;
+    const delay = backoffDelay(
+      this.o.retryBackoff ?? { baseMs: 500, maxMs: 30_000 },
+      this.attempt++,
+    );
+    this.log.error(
+      { nodeIf: plan?.nodeIf, failures: this.failures, retryInMs: delay, err: reason },
+      "setting up the node link failed; the driver is not ready",
+    );
+    if (this.closed) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.kick();
+    }, delay);
+    this.timer.unref();
+  }
+
+  /** Patches the Node's annotation to the current MAC, unless it already holds it. */
+  private annotate(): void {
+    if (this.annotating || !this.o.api || !this.o.nodeName) return;
+    if (this.mac === undefined || this.mac === this.annotated) return;
+    this.annotating = true;
+    void this.annotateLoop(this.o.api, this.o.nodeName).finally(() => {
+      this.annotating = false;
+    });
+  }
+
+  private async annotateLoop(apiP: Promise<KubeApi | undefined>, nodeName: string): Promise<void> {
+    const api = await apiP.catch(() => undefined);
+    if (!api) return;
+    const max = this.o.annotationAttempts ?? 10;
+    const backoff = this.o.annotationBackoff ?? { baseMs: 200, maxMs: 10_000 };
+    let attempt = 0;
+    while (!this.closed) {
+      const mac = this.mac;
+      if (mac === undefined || mac === this.annotated) return;
+      try {
+        await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: mac });
+        this.annotated = mac;
+        attempt = 0;
+        this.log.info({ node: nodeName, mac }, "node annotated with the node link's MAC");
+      } catch (err) {
+        attempt++;
+        if (!isRetryable(err) || attempt >= max) {
+          this.log.warn(
+            { node: nodeName, mac, attempts: attempt, err: (err as Error).message },
+            "annotating the Node failed; giving up until the next config load",
+          );
+          return;
+        }
+        await new Promise((r) => setTimeout(r, backoffDelay(backoff, attempt - 1)).unref());
+      }
+    }
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * The node's own port on the MidoNet datapath: a veth pair in the host netns.
+ * `midokube-node` carries the node IP (the pod CIDR's network + 2) and the
+ * routes to the cluster and service CIDRs via the gateway (network + 1);
+ * its peer `midokube-mido` is left up and unaddressed for the MidoNet agent to
+ * bind, as a pod's host veth is.
+ *
+ * Not on the pod path (it runs once per config load), so iproute2 batches do
+ * the changes whichever plumbing backend serves pods.
+ */
+import { readFile, writeFile } from "node:fs/promises";
+import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
+import { normalizeMac } from "./mac.js";
+import { type LinkInfo, showLink } from "./pod-interface.js";
+
+export const NODE_INTERFACE = "midokube-node";
+export const NODE_PEER_INTERFACE = "midokube-mido";
+export const IPV4_FORWARD_SYSCTL = "/proc/sys/net/ipv4/ip_forward";
+
+export interface NodeRoute {
+  /** A CIDR. */
+  dst: string;
+  gw: string;
+}
+
+export interface NodeLinkSpec {
+  /** The addressed end in the host (default midokube-node). */
+  nodeIf?: string;
+  /** The agent's end (default midokube-mido). */
+  peerIf?: string;
+  mtu: number;
+  /** The node IP with the pod CIDR's prefix, e.g. "10.244.3.2/24". */
+  addressCidr: string;
+  routes: readonly NodeRoute[];
+}
+
+interface AddrShow {
+  addr_info?: { family?: string; local?: string; prefixlen?: number }[];
+}
+
+interface RouteShow {
+  dst?: string;
+  gateway?: string;
+}
+
+/**
+ * Makes the host match `spec` and answers the MAC of the node end. Idempotent:
+ * the pair is created only when missing (re-created when the node end is there
+ * without its peer), MTUs and up-state are set every time, the wanted address
+ * and routes are `replace`d, and IPv4 addresses and gateway routes on the node
+ * end that the spec no longer names (a pod CIDR or a service CIDR that changed)
+ * are removed. The whole change is one batch that stops at the failing step.
+ */
+export async function ensureNodeLink(spec: NodeLinkSpec): Promise<string> {
+  const nodeIf = spec.nodeIf ?? NODE_INTERFACE;
+  const peerIf = spec.peerIf ?? NODE_PEER_INTERFACE;
+  const cmds: string[] = [];
+  let node = await showVeth(nodeIf);
+  const peer = await showVeth(peerIf);
+  if (node && !peer) {
+    // Half a pair (the peer moved away or renamed): start over.
+    cmds.push(`link del ${nodeIf}`);
+    node = undefined;
+  }
+  if (!node) {
+    if (peer) cmds.push(`link del ${peerIf}`);
+    cmds.push(`link add ${nodeIf} mtu ${spec.mtu} type veth peer name ${peerIf} mtu ${spec.mtu}`);
+  }
+  cmds.push(`link set ${nodeIf} mtu ${spec.mtu} up`, `link set ${peerIf} mtu ${spec.mtu} up`);
+
+  const want = spec.addressCidr;
+  const wantRoutes = new Set(spec.routes.map((r) => `${r.dst} ${r.gw}`));
+  if (node) {
+    const [addrs, routes] = parseJsonLines<AddrShow & RouteShow>(
+      await ipBatch([`addr show dev ${nodeIf}`, `route show dev ${nodeIf}`], { json: true }),
+    );
+    for (const a of addrs?.[0]?.addr_info ?? []) {
+      if (a.family !== "inet" || !a.local) continue;
+      const have = `${a.local}/${a.prefixlen}`;
+      if (have !== want) cmds.push(`addr del ${have} dev ${nodeIf}`);
+    }
+    for (const r of routes ?? []) {
+      if (!r.gateway || !r.dst) continue;
+      if (!wantRoutes.has(`${r.dst} ${r.gateway}`))
+        cmds.push(`route del ${r.dst} via ${r.gateway} dev ${nodeIf}`);
+    }
+  }
+  cmds.push(`addr replace ${want} dev ${nodeIf}`);
+  for (const r of spec.routes) cmds.push(`route replace ${r.dst} via ${r.gw} dev ${nodeIf}`);
+  await ipBatch(cmds);
+
+  const link = await showLink(nodeIf);
+  const mac = link?.address ? normalizeMac(link.address) : undefined;
+  if (!mac)
+    throw new IpCommandError(`link show ${nodeIf}`, "no MAC address after setup", undefined);
+  return mac;
+}
+
+/** A link that must be a veth when it exists. */
+async function showVeth(name: string): Promise<LinkInfo | undefined> {
+  const link = await showLink(name);
+  const kind = link?.linkinfo?.info_kind;
+  if (kind && kind !== "veth")
+    throw new IpCommandError(`link show ${name}`, `exists but is a ${kind}, not a veth`, undefined);
+  return link;
+}
+
+/** Removes the pair (deleting either end removes both); missing is fine. Answers whether it was there. */
+export async function removeNodeLink(
+  nodeIf: string = NODE_INTERFACE,
+  peerIf: string = NODE_PEER_INTERFACE,
+): Promise<boolean> {
+  let removed = false;
+  for (const name of [nodeIf, peerIf]) {
+    try {
+      await ipBatch([`link del ${name}`]);
+      removed = true;
+    } catch (err) {
+      if (!(err instanceof IpCommandError && err.notFound)) throw err;
+    }
+  }
+  return removed;
+}
+
+/**
+ * Turns IPv4 forwarding on (the node routes between its link and the rest of
+ * the host); answers whether it had to (false when it already was).
+ */
+export async function enableIpv4Forwarding(path: string = IPV4_FORWARD_SYSCTL): Promise<boolean> {
+  if ((await readFile(path, "utf8")).trim() === "1") return false;
+  await writeFile(path, "1\n");
+  return true;
+}
