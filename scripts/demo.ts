@@ -138,9 +138,24 @@ async function main(): Promise<void> {
 }
 
 function cleanup(): void {
+  // Host veths first (a dying netns takes its pair down only asynchronously), then the rest.
+  const ports = sh("ip", ["-o", "link", "show", "master", bridge]).out;
+  for (const line of ports.split("\n")) {
+    const name = (line.split(": ")[1] ?? "").split("@")[0];
+    if (name) sh("ip", ["link", "del", name]);
+  }
   for (const p of pods) sh("ip", ["netns", "del", p.netns]);
   sh("ip", ["link", "del", bridge]);
   rmSync(root, { recursive: true, force: true });
+}
+
+// A reader that goes away (`npm run demo | head`) or a signal must not skip the cleanup.
+process.stdout.on("error", () => {});
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.once(sig, () => {
+    cleanup();
+    process.exit(130);
+  });
 }
 
 main().then(
