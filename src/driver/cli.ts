@@ -6,12 +6,12 @@
  */
 import { parseCniArgs } from "../cni/args.js";
 import { CniError } from "../cni/errors.js";
+import { type FlagSpec, parseFlags, UsageError, usage } from "../common/flags.js";
+import { untilStopSignal } from "../common/stop-signal.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
 import { DriverClient } from "./client.js";
 import { driverOptionsFromFlags, driverVersion, SERVE_FLAGS, startDriver } from "./daemon.js";
-import { type FlagSpec, parseFlags, UsageError, usage } from "./flags.js";
 import { DEFAULT_INSTALLED_PLUGINS, installExecutable, SHIM_TYPE } from "./host-install.js";
-import { untilStopSignal } from "./stop-signal.js";
 
 const SOCKET_FLAG: FlagSpec = {
   name: "socket",

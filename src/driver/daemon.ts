@@ -13,16 +13,16 @@
  */
 import { readFileSync } from "node:fs";
 import type pino from "pino";
+import type { FlagSpec, FlagValues } from "../common/flags.js";
+import { dialUnixSocket, startHealthServer } from "../common/health.js";
+import { createLogger, type LogLevel } from "../common/logger.js";
 import { plumbingBackend } from "../plumbing/backend.js";
 import { createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import { ConfigSource } from "./config-source.js";
 import { ChainExecutor } from "./executor.js";
-import type { FlagSpec, FlagValues } from "./flags.js";
-import { dialUnixSocket, startHealthServer } from "./health.js";
 import { HOST_CONFLIST_NAME, installHostConflist } from "./host-install.js";
 import { KubeIntegration, kubeSettingsFrom } from "./kube/integration.js";
 import { AttachmentLocks } from "./locks.js";
-import { createLogger, type LogLevel } from "./logger.js";
 import { Metrics } from "./metrics.js";
 import { NodeConnectivity } from "./node-connectivity.js";
 import { type BuiltinPlugin, createPluginRunner } from "./plugin-runner.js";

@@ -5,13 +5,12 @@
  */
 
 import { ErrorCode } from "../cni/errors.js";
-
-/** Upper bounds of the call-latency histogram, in seconds: 1 ms to 60 s. */
-export const DURATION_BUCKETS: readonly number[] = [
-  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
-];
-
-export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+import {
+  DURATION_BUCKETS,
+  escapeHelp,
+  escapeLabelValue,
+  formatValue,
+} from "../common/prometheus.js";
 
 type Labels = Readonly<Record<string, string>>;
 
@@ -20,24 +19,6 @@ interface HistogramSeries {
   counts: number[];
   sum: number;
   count: number;
-}
-
-/** Label values escape backslash, double quote and newline (exposition format spec). */
-export function escapeLabelValue(value: string): string {
-  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
-}
-
-/** HELP text escapes backslash and newline only. */
-function escapeHelp(text: string): string {
-  return text.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
-}
-
-/** Sample values as Go's strconv.FormatFloat(v, 'g', -1, 64) spells the special ones. */
-export function formatValue(v: number): string {
-  if (Number.isNaN(v)) return "NaN";
-  if (v === Number.POSITIVE_INFINITY) return "+Inf";
-  if (v === Number.NEGATIVE_INFINITY) return "-Inf";
-  return String(v);
 }
 
 function renderLabels(labels: Labels): string {

@@ -7,8 +7,8 @@ import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import { dialUnixSocket } from "../common/health.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
-import { dialUnixSocket } from "./health.js";
 import type { DriverService } from "./service.js";
 
 export interface GrpcServerHandle {

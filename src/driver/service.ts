@@ -11,6 +11,7 @@ import { CniError, ErrorCode } from "../cni/errors.js";
 import { convertResult, formatResult, toResult100 } from "../cni/result.js";
 import type { AnyResult } from "../cni/types.js";
 import { SUPPORTED_VERSIONS, versionAtLeast } from "../cni/versions.js";
+import { logCall } from "../common/logger.js";
 import {
   API_VERSION,
   type CniStatusRequest,
@@ -26,7 +27,6 @@ import {
 import type { ConfigSource } from "./config-source.js";
 import type { ChainExecutor } from "./executor.js";
 import { type AttachmentLocks, attachmentKey } from "./locks.js";
-import { logCall } from "./logger.js";
 import type { Metrics } from "./metrics.js";
 import type { DriverConfig } from "./network-config.js";
 import { requireApiVersion, resolvePodRequest } from "./pod-request.js";

@@ -11,7 +11,7 @@ import {
   type HealthServer,
   parseHealthAddr,
   startHealthServer,
-} from "../../src/driver/health.js";
+} from "../../src/common/health.js";
 import { Metrics } from "../../src/driver/metrics.js";
 
 interface Reply {

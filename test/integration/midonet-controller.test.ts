@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
 import { expect } from "chai";
-import { createLogger } from "../../src/driver/logger.js";
+import { createLogger } from "../../src/common/logger.js";
 import {
   type MidonetControllerOptions,
   type RunningMidonetController,

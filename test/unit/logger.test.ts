@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { expect } from "chai";
-import { createLogger, logCall } from "../../src/driver/logger.js";
+import { createLogger, logCall } from "../../src/common/logger.js";
 
 /** A stream that keeps what is written, split into lines. */
 function capture(): { stream: Writable; lines: () => string[] } {

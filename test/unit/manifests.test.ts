@@ -39,12 +39,12 @@ import type { IContainer } from "kubernetes-models/v1";
 import { ConfigMap, type IConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { ServiceAccount } from "kubernetes-models/v1/ServiceAccount";
 import { isSeq, parseAllDocuments, parseDocument } from "yaml";
+import { envName } from "../../src/common/flags.js";
 import {
   createMidonetPlugin,
   MIDONET_PLUGIN_TYPE,
 } from "../../src/driver/builtin/midonet-plugin.js";
 import { SERVE_FLAGS } from "../../src/driver/daemon.js";
-import { envName } from "../../src/driver/flags.js";
 import { DEFAULT_INSTALLED_PLUGINS } from "../../src/driver/host-install.js";
 import { loadDriverConfig } from "../../src/driver/network-config.js";
 import { CONTROLLER_FLAGS } from "../../src/midonet/controller/main.js";

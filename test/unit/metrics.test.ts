@@ -1,5 +1,6 @@
 import { expect } from "chai";
-import { DURATION_BUCKETS, escapeLabelValue, Metrics } from "../../src/driver/metrics.js";
+import { DURATION_BUCKETS, escapeLabelValue } from "../../src/common/prometheus.js";
+import { Metrics } from "../../src/driver/metrics.js";
 
 interface Sample {
   name: string;

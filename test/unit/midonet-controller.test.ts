@@ -3,7 +3,7 @@
  * Node annotations it writes, and its metrics text.
  */
 import { expect } from "chai";
-import { parseFlags, UsageError } from "../../src/driver/flags.js";
+import { parseFlags, UsageError } from "../../src/common/flags.js";
 import { MidonetApiError } from "../../src/midonet/api.js";
 import { CONTROLLER_FLAGS, controllerOptionsFromFlags } from "../../src/midonet/controller/main.js";
 import { ControllerMetrics, errorCode } from "../../src/midonet/controller/metrics.js";

@@ -33,7 +33,7 @@ import {
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { type HealthServer, startHealthServer } from "../../driver/health.js";
+import { type HealthServer, startHealthServer } from "../../common/health.js";
 import { MidonetClient } from "../api.js";
 import { ClusterMapper } from "../mapping/cluster.js";
 import type { MappingConfig } from "../mapping/config.js";

@@ -10,9 +10,9 @@ import {
   parseFlags,
   UsageError,
   usage,
-} from "../../driver/flags.js";
-import { createLogger, LOG_LEVELS, type LogLevel } from "../../driver/logger.js";
-import { untilStopSignal } from "../../driver/stop-signal.js";
+} from "../../common/flags.js";
+import { createLogger, LOG_LEVELS, type LogLevel } from "../../common/logger.js";
+import { untilStopSignal } from "../../common/stop-signal.js";
 import type { TunnelZoneType } from "../resources.js";
 import { type MidonetControllerOptions, startMidonetController } from "./controller.js";
 

@@ -5,7 +5,7 @@
  * kinds, operations and statuses, never object ids.
  */
 
-import { DURATION_BUCKETS, escapeLabelValue, formatValue } from "../../driver/metrics.js";
+import { DURATION_BUCKETS, escapeLabelValue, formatValue } from "../../common/prometheus.js";
 import type { AttemptInfo, MidonetApiError } from "../api.js";
 import type { ReconcilerObserver, WriteOp } from "../reconciler.js";
 import type { ResourceKind } from "../resources.js";

@@ -5,7 +5,7 @@
 
 import http from "node:http";
 import net from "node:net";
-import { METRICS_CONTENT_TYPE } from "./metrics.js";
+import { METRICS_CONTENT_TYPE } from "./prometheus.js";
 
 export interface HealthChecks {
   /** Liveness: the driver passes a function that dials its gRPC socket. */
