@@ -29,11 +29,16 @@ import { hostConflist } from "../../src/driver/host-install.js";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import { DriverHarness, natRulesMentioning, sleep } from "../support/driver-harness.js";
 import { createNetns, deleteNetns, linkIn, listHostLinks } from "../support/netns.js";
+import {
+  CONTAINER_PORT,
+  randomPorts,
+  startPodServer,
+  stopPodServer,
+} from "../support/pod-server.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { ensureShimBuilt } from "../support/runtimes.js";
 
 const SUBNET_OCTET = 70;
-const CONTAINER_PORT = 8080;
 /** containerd's and CRI-O's default plugin dir: the shim never looks in it. */
 const CNI_PATH = "/opt/cni/bin";
 
@@ -165,50 +170,6 @@ function addressOf(result: AddResult): string {
 // ---------------------------------------------------------------------------
 // A pod that listens, and the host that connects
 
-/** A TCP server on CONTAINER_PORT in the netns answering every connection with `reply`. */
-async function startPodServer(netns: string, reply: string): Promise<ChildProcess> {
-  const script = `require("node:net").createServer((s) => s.end(${JSON.stringify(reply)}))
-    .listen(${CONTAINER_PORT}, "0.0.0.0", () => console.log("listening"));`;
-  const env = { ...process.env };
-  delete env.NODE_EXTRA_CA_CERTS;
-  delete env.NODE_OPTIONS;
-  const child = spawn("ip", ["netns", "exec", netns, process.execPath, "-e", script], {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr?.on("data", (b: Buffer) => {
-    stderr += b.toString();
-  });
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await new Promise<void>((resolve, reject) => {
-      child.stdout?.on("data", (b: Buffer) => {
-        if (b.toString().includes("listening")) resolve();
-      });
-      child.once("exit", (code) => reject(new Error(`pod server exited with ${code}: ${stderr}`)));
-      timer = setTimeout(
-        () => reject(new Error(`pod server not listening after 10 s: ${stderr}`)),
-        10_000,
-      );
-    });
-  } catch (err) {
-    child.kill("SIGKILL");
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
-  return child;
-}
-
-function stopProcess(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
-}
-
 /** Connects to host:port and reads until the server closes; the error code when it fails (5 s). */
 function readFrom(host: string, port: number): Promise<string> {
   return new Promise((resolve) => {
@@ -227,11 +188,6 @@ function readFrom(host: string, port: number): Promise<string> {
 }
 
 /** Distinct random host ports in 20000–30000. */
-function randomPorts(n: number): number[] {
-  const ports = new Set<number>();
-  while (ports.size < n) ports.add(20000 + Math.floor(Math.random() * 10001));
-  return [...ports];
-}
 
 function listDir(dir: string): string[] {
   try {
@@ -263,7 +219,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
   });
 
   afterEach(async () => {
-    await Promise.all(servers.map(stopProcess));
+    await Promise.all(servers.map(stopPodServer));
     servers = [];
   });
 

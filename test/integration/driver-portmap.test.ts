@@ -10,57 +10,18 @@
  * `net.ipv4.conf.<bridge>.route_localnet=1` on the interface that routes to the pod
  * (its `snat` default, for 127.0.0.1), which is our bridge and goes with it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import net from "node:net";
 import { expect } from "chai";
 import { DriverHarness, expectNoCniError, natRulesMentioning } from "../support/driver-harness.js";
 import { createNetns, deleteNetns } from "../support/netns.js";
+import {
+  CONTAINER_PORT,
+  randomPorts,
+  startPodServer,
+  stopPodServer,
+} from "../support/pod-server.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
-
-const CONTAINER_PORT = 8080;
-
-/** A TCP server in the netns answering every connection with `reply`; resolves once it listens. */
-async function startPodServer(netns: string, reply: string): Promise<ChildProcess> {
-  const script = `require("node:net").createServer((s) => s.end(${JSON.stringify(reply)}))
-    .listen(${CONTAINER_PORT}, "0.0.0.0", () => console.log("listening"));`;
-  const env = { ...process.env };
-  delete env.NODE_EXTRA_CA_CERTS;
-  const child = spawn("ip", ["netns", "exec", netns, process.execPath, "-e", script], {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr?.on("data", (b: Buffer) => {
-    stderr += b.toString();
-  });
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await new Promise<void>((resolve, reject) => {
-      child.stdout?.on("data", (b: Buffer) => {
-        if (b.toString().includes("listening")) resolve();
-      });
-      child.once("exit", (code) => reject(new Error(`pod server exited with ${code}: ${stderr}`)));
-      timer = setTimeout(
-        () => reject(new Error(`pod server not listening after 10 s: ${stderr}`)),
-        10_000,
-      );
-    });
-  } catch (err) {
-    child.kill("SIGKILL");
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
-  return child;
-}
-
-function stopPodServer(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
-}
 
 /** Connects to host:port and reads until the server closes (bounded: 5 s). */
 function readFrom(host: string, port: number): Promise<string> {
@@ -78,11 +39,6 @@ function readFrom(host: string, port: number): Promise<string> {
 }
 
 /** Distinct random host ports in 20000–30000. */
-function randomPorts(n: number): number[] {
-  const ports = new Set<number>();
-  while (ports.size < n) ports.add(20000 + Math.floor(Math.random() * 10001));
-  return [...ports];
-}
 
 describe("cni-driver serve: host ports through chained portmap (integration)", function () {
   this.timeout(30_000);
