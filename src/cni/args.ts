@@ -163,3 +163,12 @@ export function podIdentityFromArgs(pairs: ReadonlyArray<readonly [string, strin
   }
   return identity;
 }
+
+/**
+ * Adds IgnoreUnknown=1 when absent, in place: every runtime sends it, and the
+ * reference plugins refuse the K8S_POD_* keys without it.
+ */
+export function withIgnoreUnknown(cniArgs: CniArgPair[]): CniArgPair[] {
+  if (!cniArgs.some(([key]) => key === "IgnoreUnknown")) cniArgs.unshift(["IgnoreUnknown", "1"]);
+  return cniArgs;
+}

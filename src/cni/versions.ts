@@ -87,3 +87,19 @@ export function versionInfo(cniVersion: string = LATEST_VERSION): {
 } {
   return { cniVersion, supportedVersions: [...SUPPORTED_VERSIONS] };
 }
+
+/**
+ * The oldest config version each verb exists in, as skel and libcni check it:
+ * CHECK came with 0.4.0, GC and STATUS with 1.1.0. An older config is code 1,
+ * in libcni's words ("configuration version … does not support the CHECK command").
+ */
+export function requireVerbSupported(verb: string, cniVersion: string): void {
+  const since = verb === "CHECK" ? "0.4.0" : verb === "GC" || verb === "STATUS" ? "1.1.0" : "";
+  if (since && !versionAtLeast(cniVersion, since)) {
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      `configuration version "${cniVersion}" does not support the ${verb} command`,
+      `config version ${cniVersion}; ${verb} needs ${since} or later`,
+    );
+  }
+}

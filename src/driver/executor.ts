@@ -14,7 +14,7 @@ import { CniError, ErrorCode } from "../cni/errors.js";
 import { buildPluginStdin } from "../cni/plugin-config.js";
 import { convertResult, parseResult } from "../cni/result.js";
 import type { AnyResult } from "../cni/types.js";
-import { versionAtLeast } from "../cni/versions.js";
+import { requireVerbSupported, versionAtLeast } from "../cni/versions.js";
 import type { RunPlugin } from "./plugin-runner.js";
 import type { ResultCache } from "./result-cache.js";
 
@@ -158,12 +158,7 @@ export class ChainExecutor {
 
   /** CHECK: needs ≥ 0.4.0 and a cached result; plugins in order. */
   async check(list: NetworkConfigList, att: AttachmentArgs): Promise<void> {
-    if (!versionAtLeast(list.cniVersion, "0.4.0")) {
-      throw new CniError(
-        ErrorCode.IncompatibleVersion,
-        `configuration version "${list.cniVersion}" does not support the CHECK command`,
-      );
-    }
+    requireVerbSupported("CHECK", list.cniVersion);
     if (list.disableCheck) return;
     const cached = await this.cache.read(list.name, att.containerId, att.ifName);
     const prev = this.cachedResultIn(cached?.result, list, att);

@@ -4,7 +4,7 @@
  * version chosen, CNI_ARGS and capability args assembled. What the driver takes
  * from a shim's `stdin_config` is exactly what proto/cni_driver.proto documents.
  */
-import { type CniArgPair, podIdentityFromArgs } from "../cni/args.js";
+import { type CniArgPair, podIdentityFromArgs, withIgnoreUnknown } from "../cni/args.js";
 import { KNOWN_CAPABILITIES, normalizeCapabilityArgs } from "../cni/capabilities.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { validateContainerId, validateInterfaceName, validateNetworkName } from "../cni/names.js";
@@ -83,15 +83,6 @@ export function resolvePodRequest(req: PodRequest, verb: Verb): ResolvedPodReque
     pod,
     attachment: { containerId, netns: req.netns, ifName, cniArgs, capabilityArgs, extraArgs },
   };
-}
-
-/**
- * Adds IgnoreUnknown=1 when absent, in place: every runtime sends it, and the
- * reference plugins refuse the K8S_POD_* keys without it.
- */
-export function withIgnoreUnknown(cniArgs: CniArgPair[]): CniArgPair[] {
-  if (!cniArgs.some(([key]) => key === "IgnoreUnknown")) cniArgs.unshift(["IgnoreUnknown", "1"]);
-  return cniArgs;
 }
 
 function parseStdinConfig(bytes: Uint8Array | undefined): Record<string, unknown> | undefined {

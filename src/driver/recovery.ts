@@ -11,6 +11,7 @@
 import { readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
+import { withIgnoreUnknown } from "../cni/args.js";
 import type { NetworkConfigList } from "../cni/conflist.js";
 import { HOST_VETH_PREFIX } from "../midonet/host-veth-name.js";
 import { listBridgePorts } from "../plumbing/bridge.js";
@@ -21,7 +22,6 @@ import type { ConfigSource } from "./config-source.js";
 import type { ChainExecutor } from "./executor.js";
 import type { AttachmentLocks } from "./locks.js";
 import { attachmentKey } from "./locks.js";
-import { withIgnoreUnknown } from "./pod-request.js";
 import type { ResultCache } from "./result-cache.js";
 import type { AttachmentIndex } from "./service.js";
 

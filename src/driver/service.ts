@@ -10,7 +10,7 @@ import type { NetworkConfigList } from "../cni/conflist.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { convertResult, formatResult, toResult100 } from "../cni/result.js";
 import type { AnyResult } from "../cni/types.js";
-import { SUPPORTED_VERSIONS, versionAtLeast } from "../cni/versions.js";
+import { requireVerbSupported, SUPPORTED_VERSIONS } from "../cni/versions.js";
 import { logCall } from "../common/logger.js";
 import {
   API_VERSION,
@@ -172,12 +172,7 @@ export class DriverService {
       async () => {
         const r = resolvePodRequest(req, "CHECK");
         const list = this.network(r.network);
-        if (r.cniVersion && !versionAtLeast(r.cniVersion, "0.4.0")) {
-          throw new CniError(
-            ErrorCode.IncompatibleVersion,
-            `configuration version "${r.cniVersion}" does not support the CHECK command`,
-          );
-        }
+        if (r.cniVersion) requireVerbSupported("CHECK", r.cniVersion);
         await this.d.locks.run(attachmentKey(r.attachment.containerId, r.attachment.ifName), () =>
           this.d.executor.check(list, r.attachment),
         );

@@ -20,7 +20,6 @@ import {
   type CniVersion,
   DEFAULT_CONFIG_VERSION,
   requireSupportedVersion,
-  versionAtLeast,
 } from "../cni/versions.js";
 
 export const DEFAULT_SOCKET = "/run/cni-driver/driver.sock";
@@ -123,19 +122,4 @@ export function parseShimConfig(stdin: Uint8Array): ShimConfig {
   const logFile = absolutePath(conf, "logFile");
   if (logFile !== undefined) out.logFile = logFile;
   return out;
-}
-
-/**
- * The oldest config version each verb exists in, as skel checks it: CHECK came
- * with 0.4.0, GC and STATUS with 1.1.0. An older config is code 1.
- */
-export function requireVerbSupported(verb: string, cniVersion: CniVersion): void {
-  const since = verb === "CHECK" ? "0.4.0" : verb === "GC" || verb === "STATUS" ? "1.1.0" : "";
-  if (since && !versionAtLeast(cniVersion, since)) {
-    throw new CniError(
-      ErrorCode.IncompatibleVersion,
-      `config version does not allow ${verb}`,
-      `config version ${cniVersion}; ${verb} needs ${since} or later`,
-    );
-  }
 }

@@ -17,14 +17,14 @@ import { type CniArgPair, parseCniArgs } from "../cni/args.js";
 import { type EnvRecord, type PluginEnv, parsePluginEnv } from "../cni/env.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { parseGcValidAttachments } from "../cni/gc.js";
-import { versionInfo } from "../cni/versions.js";
+import { requireVerbSupported, versionInfo } from "../cni/versions.js";
 import type { DeletionRecord } from "../wire/deletion-record.js";
 import { API_VERSION, type PodRequest } from "../wire/types.js";
 import { queueDeletion } from "./deletion-queue.js";
 import { answerError, callDriver, callDriverRetrying } from "./driver-call.js";
 import { removeContainerInterface } from "./local-teardown.js";
 import { openShimLog, type ShimLog } from "./log.js";
-import { parseShimConfig, requireVerbSupported, type ShimConfig } from "./plugin-config.js";
+import { parseShimConfig, type ShimConfig } from "./plugin-config.js";
 
 /**
  * How long a driver may take to open its HTTP/2 session. A live driver does it in

@@ -19,7 +19,7 @@
  * polls STATUS. The plugin entry carries the harness's `stateDir`, where the driver
  * replays the shim's deletion queue from.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readdirSync } from "node:fs";
 import net from "node:net";
@@ -37,6 +37,7 @@ import {
 } from "../support/pod-server.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { ensureShimBuilt } from "../support/runtimes.js";
+import { execShim, type ShimRun } from "../support/shim-exec.js";
 
 const SUBNET_OCTET = 70;
 /** containerd's and CRI-O's default plugin dir: the shim never looks in it. */
@@ -47,13 +48,7 @@ let shimPath = "";
 // ---------------------------------------------------------------------------
 // Exec'ing the shim as libcni does
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-  json: Record<string, unknown> | undefined;
-}
+type Run = ShimRun;
 
 /** The runtime side of one exec (libcni's RuntimeConf): what becomes the CNI_* variables. */
 interface RuntimeConf {
@@ -103,36 +98,6 @@ function libcniStdin(
   if (conf.capabilities) conf.capabilities = goMap(declared);
   if (Object.keys(runtimeConfig).length > 0) conf.runtimeConfig = goMap(runtimeConfig);
   return JSON.stringify(goMap(conf));
-}
-
-/** Execs the built shim with exactly `env`, `stdin` on its stdin; bounded by `timeoutMs`. */
-function execShim(env: Record<string, string>, stdin: string, timeoutMs = 20_000): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const child = spawn(shimPath, [], { env, stdio: ["pipe", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => {
-      stdout += c;
-    });
-    child.stderr.setEncoding("utf8").on("data", (c: string) => {
-      stderr += c;
-    });
-    child.stdin.on("error", () => {});
-    child.stdin.end(stdin);
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("error", reject);
-    child.on("close", (status) => {
-      clearTimeout(timer);
-      let json: Record<string, unknown> | undefined;
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        json = undefined;
-      }
-      resolve({ status, stdout, stderr, ms: performance.now() - started, json });
-    });
-  });
 }
 
 function describeRun(r: Run): string {
@@ -312,7 +277,11 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     const caps = containerdCapabilityArgs(containerdPort, uid);
     const inject = { name: NETWORK_NAME, cniVersion: "1.0.0" };
 
-    const add = await execShim(libcniEnv("ADD", rt), libcniStdin(hostPlugin(), inject, caps));
+    const add = await execShim(
+      shimPath,
+      libcniEnv("ADD", rt),
+      libcniStdin(hostPlugin(), inject, caps),
+    );
     const result = expectAddResult(add, "1.0.0", netns);
     const address = addressOf(result);
     expect(linkIn(h.netnsName(i), "eth0")?.ipv4).to.deep.equal([result.ips[0]?.address]);
@@ -332,6 +301,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     deleteNetns(h.netnsName(i));
     expect(listHostLinks(h.hostVeth(i)), "the host veth before DEL").to.have.length(1);
     const del = await execShim(
+      shimPath,
       libcniEnv("DEL", { ...rt, netns: "" }),
       libcniStdin(hostPlugin(), { ...inject, prevResult: result }, caps),
     );
@@ -355,11 +325,16 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     const caps = crioCapabilityArgs(uid);
     const inject = { name: NETWORK_NAME, cniVersion: "1.1.0" };
     try {
-      const add = await execShim(libcniEnv("ADD", rt), libcniStdin(hostPlugin(), inject, caps));
+      const add = await execShim(
+        shimPath,
+        libcniEnv("ADD", rt),
+        libcniStdin(hostPlugin(), inject, caps),
+      );
       const result = expectAddResult(add, "1.1.0", netns);
       const address = addressOf(result);
 
       const check = await execShim(
+        shimPath,
         libcniEnv("CHECK", rt),
         libcniStdin(hostPlugin(), { ...inject, prevResult: result }, caps),
       );
@@ -367,6 +342,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
       expect(footprint(i, address)).to.deep.include({ lease: true, hostVeth: true, cache: true });
 
       const del = await execShim(
+        shimPath,
         libcniEnv("DEL", rt),
         libcniStdin(hostPlugin(), { ...inject, prevResult: result }, caps),
       );
@@ -393,6 +369,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
           args: crioArgs(i, uid),
         };
         const add = await execShim(
+          shimPath,
           libcniEnv("ADD", rt),
           libcniStdin(hostPlugin(), inject, crioCapabilityArgs(uid)),
         );
@@ -404,6 +381,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
       if (!keep || !drop) throw new Error("both ADDs must have succeeded");
 
       const gc = await execShim(
+        shimPath,
         libcniEnv("GC"),
         libcniStdin(hostPlugin(), {
           ...inject,
@@ -422,6 +400,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
       ]);
 
       const del = await execShim(
+        shimPath,
         libcniEnv("DEL", keep.rt),
         libcniStdin(hostPlugin(), { ...inject, prevResult: keep.result }),
       );
@@ -435,6 +414,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
   it("STATUS: code 50 from a driver that is up without a usable config, exit 0 once a good one arrives", async () => {
     const status = () =>
       execShim(
+        shimPath,
         libcniEnv("STATUS"),
         libcniStdin(hostPlugin(), { name: NETWORK_NAME, cniVersion: "1.1.0" }),
       );
@@ -491,13 +471,18 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     const caps = containerdCapabilityArgs(stoppedPort, uid);
     const inject = { name: NETWORK_NAME, cniVersion: "1.0.0" };
     try {
-      const add = await execShim(libcniEnv("ADD", rt), libcniStdin(hostPlugin(), inject, caps));
+      const add = await execShim(
+        shimPath,
+        libcniEnv("ADD", rt),
+        libcniStdin(hostPlugin(), inject, caps),
+      );
       const result = expectAddResult(add, "1.0.0", netns);
       const address = addressOf(result);
       expect(natRulesMentioning(h.containerId(i)).join("\n")).to.contain(`--dports ${stoppedPort}`);
 
       await h.stop();
       const del = await execShim(
+        shimPath,
         libcniEnv("DEL", rt),
         libcniStdin(hostPlugin(), { ...inject, prevResult: result }, caps),
       );

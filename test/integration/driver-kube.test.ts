@@ -41,6 +41,7 @@ import {
 } from "../support/fake-kube-apiserver.js";
 import { createNetns, linkIn } from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+import { until } from "../support/until.js";
 
 // ---------------------------------------------------------------------------
 // Pure parts
@@ -314,20 +315,6 @@ class TcpGate {
   private cut(): void {
     for (const s of this.sockets) s.destroy();
     this.sockets.clear();
-  }
-}
-
-async function until<T>(
-  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  what: string,
-  ms = 5000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== null && v !== false) return v as T;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(5);
   }
 }
 

@@ -30,6 +30,7 @@ import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harnes
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
 import { createNetns, deleteHostLink } from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+import { until } from "../support/until.js";
 
 const silent = pino({ level: "silent" });
 
@@ -56,20 +57,6 @@ function load(files: Record<string, string>, podCidr = "10.244.3.0/24"): DriverC
     },
     1,
   );
-}
-
-async function until<T>(
-  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  what: string,
-  ms = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== null && v !== false) return v as T;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 // ---------------------------------------------------------------------------

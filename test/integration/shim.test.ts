@@ -9,7 +9,7 @@
  * network namespaces: ADD, CHECK, DEL, STATUS and GC at every result version, and
  * DEL while the driver is stopped, replayed when it starts again.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -21,15 +21,9 @@ import { DriverHarness } from "../support/driver-harness.js";
 import { createNetns, deleteNetns, listHostLinks } from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { ensureShimBuilt } from "../support/runtimes.js";
+import { execShim, type ShimRun } from "../support/shim-exec.js";
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-  /** stdout parsed as JSON, when it is JSON. */
-  json: Record<string, unknown> | undefined;
-}
+type Run = ShimRun;
 
 let shimPath = "";
 
@@ -46,33 +40,7 @@ function runShim(
     PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin",
   };
   for (const [k, v] of Object.entries(env)) if (v !== undefined) clean[k] = v;
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const child = spawn(shimPath, [], { env: clean, stdio: ["pipe", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => {
-      stdout += c;
-    });
-    child.stderr.setEncoding("utf8").on("data", (c: string) => {
-      stderr += c;
-    });
-    // A shim that stops reading early (oversized stdin) closes the pipe: not our error.
-    child.stdin.on("error", () => {});
-    child.stdin.end(stdin);
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("error", reject);
-    child.on("close", (status) => {
-      clearTimeout(timer);
-      let json: Record<string, unknown> | undefined;
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        json = undefined;
-      }
-      resolve({ status, stdout, stderr, ms: performance.now() - started, json });
-    });
-  });
+  return execShim(shimPath, clean, stdin, timeoutMs);
 }
 
 /** Asserts a CNI error answer: exit 1, the code, a message matching `msg`. */
@@ -307,16 +275,22 @@ describe("cni-driver-shim: the built executable (integration)", function () {
           "CHECK",
           '{"cniVersion":"0.3.1","name":"n"}',
           1,
-          /does not allow CHECK/,
+          /does not support the CHECK command/,
         ],
         [
           "STATUS below 1.1.0",
           "STATUS",
           '{"cniVersion":"1.0.0","name":"n"}',
           1,
-          /does not allow STATUS/,
+          /does not support the STATUS command/,
         ],
-        ["GC below 1.1.0", "GC", '{"cniVersion":"1.0.0","name":"n"}', 1, /does not allow GC/],
+        [
+          "GC below 1.1.0",
+          "GC",
+          '{"cniVersion":"1.0.0","name":"n"}',
+          1,
+          /does not support the GC command/,
+        ],
         [
           "a timeoutSeconds that is a string",
           "ADD",

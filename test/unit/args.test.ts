@@ -7,6 +7,7 @@ import {
   parseCniArgs,
   podIdentityFromArgs,
   RUNTIME_ARG_KEYS,
+  withIgnoreUnknown,
 } from "../../src/cni/args.js";
 import { CniError } from "../../src/cni/errors.js";
 import { cniErrorOf } from "../support/cni-error.js";
@@ -230,5 +231,25 @@ describe("cni/args", () => {
     it("nothing known, empty identity", () => {
       expect(podIdentityFromArgs([])).to.deep.equal({});
     });
+  });
+});
+
+describe("cni/args withIgnoreUnknown", () => {
+  it("adds IgnoreUnknown=1 first when absent, so reference plugins accept K8S_POD_* keys", () => {
+    const pairs: [string, string][] = [["K8S_POD_NAME", "p"]];
+    expect(withIgnoreUnknown(pairs)).to.deep.equal([
+      ["IgnoreUnknown", "1"],
+      ["K8S_POD_NAME", "p"],
+    ]);
+  });
+  it("keeps a runtime's own IgnoreUnknown as it is", () => {
+    const pairs: [string, string][] = [
+      ["IgnoreUnknown", "true"],
+      ["K8S_POD_NAME", "p"],
+    ];
+    expect(withIgnoreUnknown(pairs)).to.deep.equal([
+      ["IgnoreUnknown", "true"],
+      ["K8S_POD_NAME", "p"],
+    ]);
   });
 });

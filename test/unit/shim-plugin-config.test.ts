@@ -4,12 +4,12 @@
  */
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
+import { requireVerbSupported } from "../../src/cni/versions.js";
 import {
   DEFAULT_SOCKET,
   DEFAULT_STATE_DIR,
   DEFAULT_TIMEOUT_SECONDS,
   parseShimConfig,
-  requireVerbSupported,
 } from "../../src/remote-plugin-shim/plugin-config.js";
 
 const bytes = (v: unknown): Uint8Array =>
@@ -141,7 +141,9 @@ describe("shim plugin config", () => {
         else {
           const err = errorOf(check);
           expect(err.code).to.equal(1);
-          expect(err.message).to.equal(`config version does not allow ${verb}`);
+          expect(err.message).to.equal(
+            `configuration version "${version}" does not support the ${verb} command`,
+          );
         }
       });
     }
