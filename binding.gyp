@@ -5,6 +5,12 @@
       "sources": ["native/netlink/netlink.c"],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
+      "target_name": "cni_driver_spawn",
+      "sources": ["native/spawn/spawn.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]
 }

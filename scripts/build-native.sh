@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the rtnetlink addon build/Release/cni_driver_netlink.node (binding.gyp,
-# native/netlink/netlink.c) with the node-gyp bundled in npm: no dependency to add.
-# Without the addon the driver falls back to iproute2 execs (it logs which at start).
+# Builds the native addons of binding.gyp with the node-gyp bundled in npm (no
+# dependency to add): build/Release/cni_driver_netlink.node (native/netlink, pod
+# plumbing over rtnetlink) and build/Release/cni_driver_spawn.node (native/spawn,
+# plugin execs through posix_spawn). Without them the driver falls back to
+# iproute2 execs and Node's spawn (it logs which at start).
 #
 # Headers: npm's `nodedir` when set, else the ones installed beside this node
 # (/usr/include/node for Debian's nodejs), so nothing is downloaded.

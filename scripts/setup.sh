@@ -32,13 +32,20 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
   cp package-lock.json "$stamp"
 fi
 
-# The in-process netlink addon (pod plumbing without a spawn per pod). Without it
-# the driver falls back to iproute2 and says so; CI must have it.
-addon=build/Release/cni_driver_netlink.node
-if [ ! -f "$addon" ] || [ -n "$(find native binding.gyp -newer "$addon" 2>/dev/null | head -1)" ]; then
-  echo "setup: building the netlink addon" >&2
+# The native addons: in-process netlink (pod plumbing without a spawn per pod)
+# and posix_spawn for plugin execs (no fork of the driver per exec). Without them
+# the driver falls back to iproute2 and Node's spawn and says so; CI must have them.
+addons="build/Release/cni_driver_netlink.node build/Release/cni_driver_spawn.node"
+stale=""
+for addon in $addons; do
+  if [ ! -f "$addon" ] || [ -n "$(find native binding.gyp -newer "$addon" 2>/dev/null | head -1)" ]; then
+    stale=1
+  fi
+done
+if [ -n "$stale" ]; then
+  echo "setup: building the native addons" >&2
   if ! bash scripts/build-native.sh >&2; then
-    echo "setup: the netlink addon did not build; the driver will use iproute2" >&2
+    echo "setup: the native addons did not build; the driver will use iproute2 and Node's spawn" >&2
     [ "${CI:-}" != "true" ] || exit 1
   fi
 fi

@@ -36,6 +36,8 @@
 
 #include <node_api.h>
 
+#include "../common/errno-error.h"
+
 #ifndef NETLINK_CAP_ACK
 #define NETLINK_CAP_ACK 10
 #endif
@@ -49,25 +51,14 @@
 #define RECV_TIMEOUT_SECONDS 30
 #define NS_PATH_MAX 4096
 
-static const char *errno_name(int err) {
-  const char *name = strerrorname_np(err);
-  return name ? name : "EUNKNOWN";
-}
-
 /* Throws an Error with `code` and `errno`; returns NULL for the caller to return. */
 static napi_value throw_errno(napi_env env, int err, const char *what, const char *detail) {
-  char message[NS_PATH_MAX + 256];
+  char prefix[NS_PATH_MAX + 128];
   if (detail)
-    snprintf(message, sizeof message, "%s %s: %s", what, detail, strerror(err));
+    snprintf(prefix, sizeof prefix, "%s %s", what, detail);
   else
-    snprintf(message, sizeof message, "%s: %s", what, strerror(err));
-  napi_value code, msg, error, errnum;
-  napi_create_string_utf8(env, errno_name(err), NAPI_AUTO_LENGTH, &code);
-  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
-  napi_create_error(env, code, msg, &error);
-  napi_create_int32(env, err, &errnum);
-  napi_set_named_property(env, error, "errno", errnum);
-  napi_throw(env, error);
+    snprintf(prefix, sizeof prefix, "%s", what);
+  napi_throw(env, errno_error(env, err, prefix));
   return NULL;
 }
 
@@ -329,14 +320,7 @@ static void deliver(napi_env env, napi_value callback, void *context, void *data
     napi_value argv[2], undefined;
     napi_get_undefined(env, &undefined);
     if (job->err) {
-      char message[256];
-      snprintf(message, sizeof message, "%s: %s", job->what, strerror(job->err));
-      napi_value code, msg, errnum;
-      napi_create_string_utf8(env, errno_name(job->err), NAPI_AUTO_LENGTH, &code);
-      napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
-      napi_create_error(env, code, msg, &argv[0]);
-      napi_create_int32(env, job->err, &errnum);
-      napi_set_named_property(env, argv[0], "errno", errnum);
+      argv[0] = errno_error(env, job->err, job->what);
       argv[1] = undefined;
     } else {
       argv[0] = undefined;

@@ -25,6 +25,7 @@ import { KubeIntegration, kubeSettingsFrom } from "./kube/integration.js";
 import { AttachmentLocks } from "./locks.js";
 import { Metrics } from "./metrics.js";
 import { NodeConnectivity } from "./node-connectivity.js";
+import { spawnBackend } from "./plugin-process.js";
 import { type BuiltinPlugin, createPluginRunner } from "./plugin-runner.js";
 import { recoverAtStart, replayDeletionQueue } from "./recovery.js";
 import { ResultCache } from "./result-cache.js";
@@ -178,6 +179,12 @@ export async function startDriver(
   logger[plumbing.fallback ? "warn" : "info"](
     { plumbing: plumbing.name, reason: plumbing.reason },
     `pod plumbing through ${plumbing.name}`,
+  );
+  // Likewise how plugins are exec'd: posix_spawn from the addon, or Node's fork.
+  const spawning = spawnBackend();
+  logger[spawning.fallback ? "warn" : "info"](
+    { spawn: spawning.name, reason: spawning.reason },
+    `plugins exec'd through ${spawning.name} spawn`,
   );
   const metrics = new Metrics();
   const builtins = new Map<string, BuiltinPlugin>([[MIDONET_PLUGIN_TYPE, createMidonetPlugin()]]);

@@ -3,18 +3,16 @@
  * find `type` in the bin dirs, run it with the CNI_* environment and the config
  * on stdin, read its result or its error from stdout.
  *
- * This is the hot path of every pod set-up: one spawn, no shell, nothing built
- * per call beyond the environment. The plugin runs in a process group of its
- * own so that a timeout kills whatever it started too: a grandchild left alive
- * would keep stdout open and the call would hang on it.
+ * This is the hot path of every pod set-up: one spawn (plugin-process.ts), no
+ * shell, nothing built per call beyond the environment.
  */
 
-import { type ChildProcess, spawn } from "node:child_process";
-import { stat } from "node:fs/promises";
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { CniCommand, PluginEnv } from "../cni/env.js";
 import { pluginEnvToProcessEnv } from "../cni/env.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
+import { type ProcessOutcome, runProcess } from "./plugin-process.js";
 
 export type Verb = CniCommand;
 
@@ -90,7 +88,9 @@ export async function findPlugin(type: string, binDirs: readonly string[]): Prom
     if (dir === "") continue;
     const candidate = join(dir, type);
     try {
-      if ((await stat(candidate)).isFile()) return candidate;
+      // A stat per dir, synchronously: microseconds, where a thread-pool round trip
+      // would hold up every exec behind whatever I/O the process has queued.
+      if (statSync(candidate).isFile()) return candidate;
     } catch {
       // Absent or unreadable here: try the next dir, as libcni does.
     }
@@ -145,7 +145,15 @@ export async function execPlugin(req: ExecRequest): Promise<unknown | undefined>
     const remaining = deadline - Date.now();
     if (remaining <= 0) throw timedOut(req, fail);
 
-    const run = await spawnOnce(path, req, env, remaining);
+    const run = await runProcess({
+      path,
+      env,
+      stdin: req.stdin,
+      timeoutMs: remaining,
+      killGraceMs: req.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
+      maxOutputBytes: MAX_OUTPUT_BYTES,
+      signal: req.signal,
+    });
     if (run.stopped === "timeout") throw timedOut(req, fail);
     if (run.stopped === "abort") throw canceled(req, fail);
 
@@ -176,109 +184,6 @@ export async function execPlugin(req: ExecRequest): Promise<unknown | undefined>
       return parseResult(run.stdout, req, fail);
     }
     throw pluginFailure(run, req, fail);
-  }
-}
-
-interface RunOutcome {
-  stdout: string;
-  stderr: string;
-  exitCode?: number;
-  /** The signal that ended the plugin, when one did. */
-  signal?: string;
-  /** errno code when the plugin could not be started at all (ETXTBSY, EACCES, ENOENT …). */
-  spawnError?: string;
-  tooMuchOutput: boolean;
-  /** Set when we ended the plugin ourselves. */
-  stopped?: "timeout" | "abort";
-}
-
-/**
- * One exec of the plugin, ended by us (process group: SIGTERM, then SIGKILL) on
- * timeout or abort. Plain spawn: an exec library costs ~1.4 ms more per call
- * here, on the path every pod set-up takes.
- */
-function spawnOnce(
-  path: string,
-  req: ExecRequest,
-  env: Record<string, string>,
-  timeoutMs: number,
-): Promise<RunOutcome> {
-  return new Promise((resolve) => {
-    let child: ChildProcess;
-    try {
-      // Its own process group (setsid), so a kill reaches everything it started.
-      child = spawn(path, [], { env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
-    } catch (err) {
-      resolve({ stdout: "", stderr: "", spawnError: errnoOf(err), tooMuchOutput: false });
-      return;
-    }
-    const out: Buffer[] = [];
-    const errOut: Buffer[] = [];
-    let size = 0;
-    let tooMuchOutput = false;
-    let stopped: RunOutcome["stopped"];
-    let killTimer: NodeJS.Timeout | undefined;
-    let spawnError: string | undefined;
-    const stop = (why: "timeout" | "abort"): void => {
-      if (stopped !== undefined || child.pid === undefined) return;
-      stopped = why;
-      killGroup(child.pid, "SIGTERM");
-      const pid = child.pid;
-      killTimer = setTimeout(
-        () => killGroup(pid, "SIGKILL"),
-        req.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
-      );
-    };
-    const collect = (into: Buffer[]) => (b: Buffer) => {
-      size += b.length;
-      if (size > MAX_OUTPUT_BYTES) {
-        tooMuchOutput = true;
-        if (child.pid !== undefined) killGroup(child.pid, "SIGKILL");
-        return;
-      }
-      into.push(b);
-    };
-    child.stdout?.on("data", collect(out));
-    child.stderr?.on("data", collect(errOut));
-    const timer = setTimeout(() => stop("timeout"), timeoutMs);
-    const onAbort = (): void => stop("abort");
-    req.signal?.addEventListener("abort", onAbort, { once: true });
-    child.on("error", (err) => {
-      spawnError = errnoOf(err);
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      if (killTimer !== undefined) clearTimeout(killTimer);
-      req.signal?.removeEventListener("abort", onAbort);
-      const outcome: RunOutcome = {
-        stdout: Buffer.concat(out).toString("utf8"),
-        stderr: Buffer.concat(errOut).toString("utf8"),
-        tooMuchOutput,
-      };
-      if (spawnError !== undefined) outcome.spawnError = spawnError;
-      else {
-        if (code !== null) outcome.exitCode = code;
-        if (signal !== null) outcome.signal = signal;
-      }
-      if (stopped !== undefined) outcome.stopped = stopped;
-      resolve(outcome);
-    });
-    // A plugin that exits without reading its config must not crash us with EPIPE.
-    child.stdin?.on("error", () => {});
-    child.stdin?.end(req.stdin);
-  });
-}
-
-function errnoOf(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  return e.code ?? e.message ?? String(err);
-}
-
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // ESRCH: the group is already gone.
   }
 }
 
@@ -320,7 +225,7 @@ function quoteOutput(text: string): string {
 }
 
 /** How the plugin ended, as Go's exec.ExitError prints it. */
-function exitText(run: RunOutcome): string {
+function exitText(run: ProcessOutcome): string {
   return run.signal !== undefined ? `signal: ${run.signal}` : `exit status ${run.exitCode}`;
 }
 
@@ -338,7 +243,7 @@ function parseResult(stdout: string, req: ExecRequest, fail: Fail): unknown | un
 }
 
 /** libcni's pluginErr: stdout is the error if it parses as one, else stderr is the message. */
-function pluginFailure(run: RunOutcome, req: ExecRequest, fail: Fail): PluginExecError {
+function pluginFailure(run: ProcessOutcome, req: ExecRequest, fail: Fail): PluginExecError {
   const stdout = run.stdout.trim();
   if (stdout === "") {
     const stderr = run.stderr.trim();

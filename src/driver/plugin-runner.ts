@@ -35,6 +35,9 @@ export interface PluginRunnerOptions {
 }
 
 export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
+  // Plugins get the driver's environment as libcni passes os.Environ(); read once,
+  // since reading process.env goes through a native accessor per variable, every exec.
+  const baseEnv = { ...process.env };
   const exec: RunPlugin = (inv) =>
     execPlugin({
       type: inv.type,
@@ -46,6 +49,7 @@ export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
       cniArgs: inv.cniArgs,
       stdin: JSON.stringify(inv.config),
       timeoutMs: opts.timeoutMs,
+      baseEnv,
     });
   const runner: RunPlugin = (inv) => {
     const builtin = opts.builtins.get(inv.type);

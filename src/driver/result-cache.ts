@@ -12,9 +12,15 @@
  * kernel crash or power cut can lose a rename, and those also end every pod
  * whose entry it would describe; an empty or torn file reads as absent. The
  * temporary names start with `.`; listing skips them.
+ *
+ * The per-pod calls (write on ADD, read and remove on DEL) are synchronous: a
+ * file of a kilobyte on local disk without fsync takes tens of microseconds,
+ * less than the thread-pool round trips of the async calls (five for a write),
+ * which also queue behind other I/O of the process. Listing stays async.
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readdir, readFile, rename, rmdir, unlink } from "node:fs/promises";
+import { mkdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   attachmentFromCacheEntry,
@@ -76,16 +82,15 @@ export class ResultCache {
     );
     try {
       // libcni: os.MkdirAll(dir, 0700) then a 0600 file.
-      await mkdir(this.dir, { recursive: true, mode: 0o700 });
-      const file = await open(temp, "wx", 0o600);
-      try {
-        await file.writeFile(text, "utf8");
-      } finally {
-        await file.close();
-      }
-      await rename(temp, target);
+      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      writeFileSync(temp, text, { encoding: "utf8", flag: "wx", mode: 0o600 });
+      renameSync(temp, target);
     } catch (err) {
-      await unlink(temp).catch(() => {});
+      try {
+        unlinkSync(temp);
+      } catch {
+        // Never created, or already renamed.
+      }
       throw ioError("write", target, err);
     }
   }
@@ -107,7 +112,7 @@ export class ResultCache {
     const path = this.path(network, containerId, ifName);
     let bytes: Buffer;
     try {
-      bytes = await readFile(path);
+      bytes = readFileSync(path);
     } catch (err) {
       if (errnoCode(err) === "ENOENT") return undefined;
       await this.#discard(path, `unreadable: ${(err as Error).message}`);
@@ -136,7 +141,7 @@ export class ResultCache {
   async remove(network: string, containerId: string, ifName: string): Promise<void> {
     const path = this.path(network, containerId, ifName);
     try {
-      await removePath(path);
+      removePath(path);
     } catch (err) {
       if (errnoCode(err) === "ENOENT") return;
       throw ioError("remove", path, err);
@@ -178,7 +183,7 @@ export class ResultCache {
 
   async #discard(path: string, reason: string): Promise<void> {
     try {
-      await removePath(path);
+      removePath(path);
       this.#log?.warn({ path, reason }, "deleted unreadable cache file");
     } catch (err) {
       if (errnoCode(err) === "ENOENT") return;
@@ -191,12 +196,12 @@ export class ResultCache {
 }
 
 /** os.Remove: a file, or an empty directory in its place. */
-async function removePath(path: string): Promise<void> {
+function removePath(path: string): void {
   try {
-    await unlink(path);
+    unlinkSync(path);
   } catch (err) {
     const code = errnoCode(err);
-    if (code === "EISDIR" || code === "EPERM") await rmdir(path);
+    if (code === "EISDIR" || code === "EPERM") rmdirSync(path);
     else throw err;
   }
 }

@@ -5,11 +5,9 @@
  * the main thread. Link deletions, which wait tens of milliseconds in the kernel,
  * run on native threads of their own and answer when done.
  */
-import { existsSync, readdirSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { readdirSync } from "node:fs";
 import { parentPort } from "node:worker_threads";
+import { loadNativeAddon } from "../../common/native-addon.js";
 import { NetlinkOps } from "./ops.js";
 import {
   type NetlinkOpName,
@@ -21,38 +19,17 @@ import {
 import { encodeGetLink, readExchange } from "./rtnetlink.js";
 import { type NetlinkAddon, NetlinkSession } from "./session.js";
 
-export const ADDON_FILE = "build/Release/cni_driver_netlink.node";
+const ADDON = {
+  file: "build/Release/cni_driver_netlink.node",
+  envVar: "CNI_DRIVER_NETLINK_ADDON",
+} as const;
 /** How often idle pod netns sockets, and those whose netns path is gone, are closed. */
 const SWEEP_INTERVAL_MS = 10_000;
 
-/**
- * CNI_DRIVER_NETLINK_ADDON, else build/Release under the package root: found by
- * walking up from this file, which sits at src/plumbing/netlink (tsx) or at
- * dist/src/plumbing/netlink (compiled).
- */
-function findAddon(): string | undefined {
-  const fromEnv = process.env.CNI_DRIVER_NETLINK_ADDON;
-  if (fromEnv) return fromEnv;
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 8; i++) {
-    const candidate = join(dir, ADDON_FILE);
-    if (existsSync(candidate)) return candidate;
-    const up = dirname(dir);
-    if (up === dir) break;
-    dir = up;
-  }
-  return undefined;
-}
-
 function load(): { session: NetlinkSession; path: string } | { reason: string } {
-  const path = findAddon();
-  if (!path) return { reason: `${ADDON_FILE} not found (build it with scripts/build-native.sh)` };
-  let addon: NetlinkAddon;
-  try {
-    addon = createRequire(import.meta.url)(path) as NetlinkAddon;
-  } catch (err) {
-    return { reason: `cannot load ${path}: ${(err as Error).message.split("\n")[0]}` };
-  }
+  const loaded = loadNativeAddon<NetlinkAddon>(ADDON);
+  if ("reason" in loaded) return loaded;
+  const { addon, path } = loaded;
   const session = new NetlinkSession(addon);
   // One real exchange, so a kernel or sandbox without rtnetlink is found now.
   try {

@@ -1,0 +1,31 @@
+/*
+ * The Error both addons hand JavaScript for a failed system call: the message
+ * "<what>: <strerror>", `code` the errno name ("ENOENT") and `errno` the
+ * number, as Node's own fs and net errors carry them.
+ */
+#ifndef CNI_DRIVER_ERRNO_ERROR_H
+#define CNI_DRIVER_ERRNO_ERROR_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include <node_api.h>
+
+static inline const char *errno_name(int err) {
+  const char *name = strerrorname_np(err);
+  return name ? name : "EUNKNOWN";
+}
+
+static inline napi_value errno_error(napi_env env, int err, const char *what) {
+  char message[4096 + 256];
+  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
+  napi_value code, msg, error, errnum;
+  napi_create_string_utf8(env, errno_name(err), NAPI_AUTO_LENGTH, &code);
+  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
+  napi_create_error(env, code, msg, &error);
+  napi_create_int32(env, err, &errnum);
+  napi_set_named_property(env, error, "errno", errnum);
+  return error;
+}
+
+#endif
