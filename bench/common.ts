@@ -13,6 +13,7 @@ import { availableParallelism, cpus, release, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
+import { runProcess, spawnBackend } from "../src/driver/plugin-process.js";
 import type { PodRequest } from "../src/wire/types.js";
 import { DriverHarness } from "../test/support/driver-harness.js";
 import { deleteHostLink, listNetns, uniqueTag } from "../test/support/netns.js";
@@ -52,39 +53,38 @@ export interface ExecOutcome {
 }
 
 /**
- * A bare `spawn` (no shell, no exec library): the closest Node has to libcni's
- * pkg/invoke fork/exec; not through execPlugin, whose execa layer and process
- * group add about a millisecond per exec that libcni does not pay. Resolves
- * when the child has exited and its pipes closed.
+ * One exec as a runtime's libcni makes it: no shell, the config on stdin, the
+ * result from stdout. Through the driver's own exec path (plugin-process.ts):
+ * posix_spawn from the spawn addon, a clone(CLONE_VM | CLONE_VFORK) exec as Go's
+ * os/exec in containerd or CRI-O does, so the reference does not pay the fork
+ * of a large Node process that no runtime pays. Without the addon, Node's fork
+ * (`exec path` in the header says which), and the reference is slower by that.
  */
-export function execWithStdin(
+export async function execWithStdin(
   file: string,
   env: NodeJS.ProcessEnv,
   stdin: string,
   timeoutMs = CALL_TIMEOUT_MS,
 ): Promise<ExecOutcome> {
-  return new Promise((resolve) => {
-    const child = spawn(file, [], { env, stdio: ["pipe", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.stdout.setEncoding("utf8").on("data", (s: string) => {
-      stdout += s;
-    });
-    child.stderr.setEncoding("utf8").on("data", (s: string) => {
-      stderr += s;
-    });
-    child.stdin.on("error", () => {}); // EPIPE if it exits without reading (VERSION)
-    child.on("error", (err) => {
-      clearTimeout(timer);
-      resolve({ code: -1, stdout, stderr: `${stderr}${err.message}` });
-    });
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    child.stdin.end(stdin);
+  const defined: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) defined[k] = v;
+  const out = await runProcess({
+    path: file,
+    env: defined,
+    stdin,
+    timeoutMs,
+    killGraceMs: 0,
+    maxOutputBytes: 16 * 1024 * 1024,
   });
+  if (out.spawnError !== undefined) return { code: -1, stdout: "", stderr: out.spawnError };
+  const stderr = out.stopped ? `${out.stderr}timed out after ${timeoutMs} ms` : out.stderr;
+  return { code: out.exitCode ?? null, stdout: out.stdout, stderr };
+}
+
+/** How execWithStdin execs here: "native" (posix_spawn) or "node" (fork), with the reason. */
+export function execPath(): string {
+  const b = spawnBackend();
+  return b.name === "native" ? "posix_spawn (spawn addon)" : `Node's fork (${b.reason})`;
 }
 
 /**
@@ -269,7 +269,7 @@ export function percentile(samples: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-/** Median cost of Node spawning a do-nothing binary: the floor under every exec. */
+/** Median cost of exec'ing a do-nothing binary through execWithStdin: the floor under every exec. */
 export async function spawnFloorMs(runs = 30): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -511,7 +511,7 @@ export class BenchRun {
     for (const line of extra) say(line);
     say(`driver: ${s.harness.network} (built-in midonet, kernel datapath) on ${s.harness.subnet}`);
     say(s.reference.describe());
-    say(`Node spawn floor (/bin/true, p50): ${fmt(s.floorMs, 2)} ms per exec`);
+    say(`exec path: ${execPath()}; floor (/bin/true, p50): ${fmt(s.floorMs, 2)} ms per exec`);
     say(`plan: ${plan}`);
     say();
   }

@@ -48,9 +48,11 @@ export function netnsLinkRef(path: string): string | undefined {
 
 /**
  * Phase 1: the veth pair, its host end up (on the bridge when asked) and its
- * container end, named as the runtime asked, inside the pod's netns — down and
- * without addresses, so it can run while IPAM is still choosing them. One exec
- * from the host for a nameable netns. On failure nothing is left behind.
+ * container end, named as the runtime asked, inside the pod's netns, without
+ * addresses, so it can run while IPAM is still choosing them. Through netlink
+ * the container end and the pod's lo come up now too, which leaves phase 2
+ * only addresses and routes; through iproute2 (one exec from the host for a
+ * nameable netns) they come up in phase 2. On failure nothing is left behind.
  */
 export async function createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
   const nl = await netlinkPlumbing();
@@ -91,8 +93,9 @@ export interface ContainerSideSpec {
 }
 
 /**
- * Phase 2, once IPAM has answered: addresses, the interface and lo up, routes.
- * One exec inside the netns. The caller removes the pair if it fails.
+ * Phase 2, once IPAM has answered: addresses, the interface and lo up (if
+ * phase 1 has not), routes. One exec inside the netns through iproute2. The
+ * caller removes the pair if it fails.
  */
 export async function configureContainerSide(spec: ContainerSideSpec): Promise<void> {
   const nl = await netlinkPlumbing();

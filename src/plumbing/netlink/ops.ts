@@ -33,6 +33,7 @@ import {
   encodeNewRoute,
   encodeNewVeth,
   encodeSetLink,
+  IFF_UP,
   type LinkMessage,
   type LinkSelector,
   linkFlagNames,
@@ -146,6 +147,10 @@ export class NetlinkOps {
     const masterIndex = host.bridge
       ? this.getLink(undefined, host.bridge, command).index
       : undefined;
+    // The container end and the pod's lo come up now, while IPAM is still
+    // running, so phase 2 (after IPAM) only adds addresses and routes. An
+    // interface up without an address carries nothing: the pod's processes
+    // start later.
     const create = (netnsFd: number) =>
       this.exchange(undefined, command, (s) =>
         encodeNewVeth(s, {
@@ -162,23 +167,49 @@ export class NetlinkOps {
     } catch (err) {
       throw systemError(err, command, undefined);
     }
+    try {
+      this.exchange(spec.netns, `link set ${spec.ifName} up`, (s) =>
+        encodeSetLink(s, { name: spec.ifName }, { up: true }),
+      );
+      this.exchange(spec.netns, "link set lo up", (s) =>
+        encodeSetLink(s, { name: "lo" }, { up: true }),
+      );
+    } catch (err) {
+      // Nothing left behind: the host end takes the container end with it.
+      try {
+        this.exchange(undefined, `link del ${spec.hostIfName}`, (s) =>
+          encodeDelLink(s, { name: spec.hostIfName }),
+        );
+      } catch {
+        // Already gone with its netns.
+      }
+      throw err;
+    }
   }
 
-  /** Phase 2 inside the netns: addresses, the interface and lo up, routes (`ip route add`). */
+  /**
+   * Phase 2 inside the netns: addresses and routes (`ip route add`). The
+   * interface is already up from phase 1; brought up here only if something
+   * took it down in between (a route needs its device up).
+   */
   configureContainerSide(spec: ContainerSideSpec): void {
     const { netns, ifName } = spec;
     const addrCmd = (cidr: string) => `addr add ${cidr} dev ${ifName}`;
     const firstCommand = spec.addresses[0]
       ? addrCmd(spec.addresses[0].cidr)
       : `link set ${ifName} up`;
-    const index = this.getLink(netns, ifName, firstCommand).index;
+    const link = this.getLink(netns, ifName, firstCommand);
+    const index = link.index;
     for (const a of spec.addresses) {
       this.exchange(netns, addrCmd(a.cidr), (s) =>
         encodeNewAddr(s, { index, cidr: a.cidr, nodad: true }),
       );
     }
-    this.exchange(netns, `link set ${ifName} up`, (s) => encodeSetLink(s, { index }, { up: true }));
-    this.exchange(netns, "link set lo up", (s) => encodeSetLink(s, { name: "lo" }, { up: true }));
+    if (!(link.flags & IFF_UP)) {
+      this.exchange(netns, `link set ${ifName} up`, (s) =>
+        encodeSetLink(s, { index }, { up: true }),
+      );
+    }
     for (const r of spec.routes) {
       this.exchange(netns, `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${ifName}`, (s) =>
         encodeNewRoute(s, { dst: r.dst, ...(r.gw ? { gateway: r.gw } : {}), oif: index }),

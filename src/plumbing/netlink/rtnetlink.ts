@@ -207,6 +207,8 @@ const kindAttr = (kind: string) => nlattr(IFLA_INFO_KIND, Buffer.from(kind, "utf
 export function encodeNewVeth(seq: number, spec: NewVethSpec): Buffer {
   const p = spec.peer;
   const peerBody = Buffer.concat([
+    // Never up here: the kernel opens the peer before linking the two ends, and
+    // veth_open then fails with ENOTCONN. The peer is brought up afterwards.
     ifinfomsg(),
     ...(p.mtu !== undefined ? [attrU32(IFLA_MTU, p.mtu)] : []),
     ...(p.address !== undefined ? [nlattr(IFLA_ADDRESS, macBytes(p.address))] : []),
