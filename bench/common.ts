@@ -7,7 +7,7 @@
  * Everything a run makes carries its random tag, so its cleanup finds by name
  * whatever a failure or a signal left behind.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, cpus, release, tmpdir } from "node:os";
 import { join } from "node:path";
