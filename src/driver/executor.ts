@@ -15,6 +15,7 @@ import { buildPluginStdin } from "../cni/plugin-config.js";
 import { convertResult, parseResult } from "../cni/result.js";
 import type { AnyResult } from "../cni/types.js";
 import { requireVerbSupported, versionAtLeast } from "../cni/versions.js";
+import { toleratedCheckFailure } from "./plugin-bugs.js";
 import type { RunPlugin } from "./plugin-runner.js";
 import type { ResultCache } from "./result-cache.js";
 
@@ -169,7 +170,17 @@ export class ChainExecutor {
       );
     }
     for (let i = 0; i < list.plugins.length; i++) {
-      await this.invoke(list, i, "CHECK", att, prev);
+      try {
+        await this.invoke(list, i, "CHECK", att, prev);
+      } catch (err) {
+        const type = list.plugins[i]?.type ?? "";
+        const excuse = toleratedCheckFailure(type, CniError.from(err), prev);
+        if (excuse === undefined) throw err;
+        this.log?.warn(
+          { network: list.name, containerId: att.containerId, plugin: type },
+          `CHECK passed despite ${type}: ${excuse}`,
+        );
+      }
     }
   }
 

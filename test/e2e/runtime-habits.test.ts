@@ -168,7 +168,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
   this.timeout(60_000);
   let h: DriverHarness;
   let servers: ChildProcess[] = [];
-  const [containerdPort, stoppedPort] = randomPorts(2) as [number, number];
+  const [containerdPort, stoppedPort, crioPort] = randomPorts(3) as [number, number, number];
 
   before(async function () {
     this.timeout(300_000);
@@ -241,12 +241,19 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
   }
 
   /**
-   * CRI-O's for a pod without host ports: with a mapping, CHECK reaches the Debian
-   * portmap, whose CHECK fails on an IPv4-only pod ("could not check ipv6 dnat",
-   * containernetworking/plugins#819) — its bug, not the path under test.
+   * CRI-O's, with a host port when asked (lower-case keys). Its CHECK right after
+   * ADD then reaches the Debian portmap, whose CHECK of an IPv4-only pod fails
+   * (containernetworking/plugins#819) unless the driver lets that bug through.
    */
-  function crioCapabilityArgs(uid: string): Record<string, unknown> {
+  function crioCapabilityArgs(uid: string, hostPort?: number): Record<string, unknown> {
     return {
+      ...(hostPort !== undefined
+        ? {
+            portMappings: [
+              { hostPort, containerPort: CONTAINER_PORT, protocol: "tcp", hostIP: "" },
+            ],
+          }
+        : {}),
       cgroupPath: `/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod${uid.replaceAll("-", "_")}.slice`,
       "io.kubernetes.cri.pod-annotations": { "kubernetes.io/config.source": "api" },
     };
@@ -311,7 +318,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     expect(await readFrom(h.gateway, containerdPort)).to.equal("ECONNREFUSED");
   });
 
-  it("CRI-O: a 1.1.0 config, ADD then CHECK at once passes silently; DEL", async () => {
+  it("CRI-O: a 1.1.0 config with a host port, ADD then CHECK at once passes silently; DEL leaves nothing", async () => {
     const i = "crio";
     const uid = randomUUID();
     const netns = varRunNetns(i);
@@ -322,7 +329,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
       ifName: "eth0",
       args: crioArgs(i, uid),
     };
-    const caps = crioCapabilityArgs(uid);
+    const caps = crioCapabilityArgs(uid, crioPort);
     const inject = { name: NETWORK_NAME, cniVersion: "1.1.0" };
     try {
       const add = await execShim(
@@ -340,6 +347,9 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
       );
       expectSilentSuccess(check);
       expect(footprint(i, address)).to.deep.include({ lease: true, hostVeth: true, cache: true });
+      expect(natRulesMentioning(h.containerId(i)).join("\n"), "portmap's DNAT rule").to.contain(
+        `--dports ${crioPort}`,
+      );
 
       const del = await execShim(
         shimPath,

@@ -10,7 +10,7 @@
  * `net.ipv4.conf.<bridge>.route_localnet=1` on the interface that routes to the pod
  * (its `snat` default, for 127.0.0.1), which is our bridge and goes with it.
  */
-import type { ChildProcess } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import net from "node:net";
 import { expect } from "chai";
 import { DriverHarness, expectNoCniError, natRulesMentioning } from "../support/driver-harness.js";
@@ -90,6 +90,40 @@ describe("cni-driver serve: host ports through chained portmap (integration)", f
       resendOnDel: true,
     },
   ];
+
+  it("CHECK passes for an IPv4-only pod with a host port (Debian portmap's plugins#819), and still fails when portmap's IPv4 rule is gone", async () => {
+    const pod = 3;
+    const [hostPort] = randomPorts(1) as [number];
+    createNetns(h.netnsName(pod));
+    const stdinConfig = {
+      stdin_config: Buffer.from(
+        JSON.stringify({
+          runtimeConfig: {
+            portMappings: [{ hostPort, containerPort: CONTAINER_PORT, protocol: "tcp" }],
+          },
+        }),
+      ),
+    };
+    try {
+      expectNoCniError(await h.client.setUpPod(h.podRequest(pod, stdinConfig)));
+      // CRI-O's habit: CHECK right after ADD, with the runtime's config again.
+      expectNoCniError(await h.client.checkPod(h.podRequest(pod, stdinConfig)));
+
+      const chain = natRulesMentioning(h.containerId(pod))
+        .flatMap((r) => /-j (CNI-DN-[0-9a-f]+)/.exec(r)?.[1] ?? [])
+        .at(0);
+      expect(chain, "portmap's per-pod DNAT chain").to.be.a("string");
+      execFileSync("iptables", ["-t", "nat", "-F", chain as string]);
+      const check = await h.client.checkPod(h.podRequest(pod, stdinConfig));
+      expect(check.error?.code).to.equal(999);
+      expect(check.error?.msg)
+        .to.contain('type="portmap"')
+        .and.to.contain("could not check ipv4 dnat");
+    } finally {
+      expectNoCniError(await h.client.tearDownPod(h.podRequest(pod, stdinConfig)));
+      deleteNetns(h.netnsName(pod));
+    }
+  });
 
   for (const c of cases) {
     it(`forwards a mapped host port to the pod, and DEL removes portmap's rules (${c.name})`, async () => {
