@@ -85,6 +85,11 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
     help: "seconds to let in-flight calls finish on SIGTERM",
   },
   {
+    name: "node-link-resync",
+    default: "60",
+    help: "seconds between re-applications of the midonet datapath's node link (0 disables, else at least 1)",
+  },
+  {
     name: "host-cni-conf-dir",
     help: 'write 10-cni-driver.conflist here once ready ("" = do not)',
   },
@@ -108,6 +113,8 @@ export interface DriverOptions {
   pluginTimeoutMs: number;
   maxConcurrent: number;
   drainTimeoutMs: number;
+  /** Between re-applications of the node link; 0: only on config loads. */
+  nodeLinkResyncMs?: number;
   /** Where to write the host conflist once ready; undefined: do not. */
   hostCniConfDir?: string;
 }
@@ -144,8 +151,19 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     pluginTimeoutMs: num("plugin-timeout") * 1000,
     maxConcurrent: Math.floor(num("max-concurrent")),
     drainTimeoutMs: num("drain-timeout") * 1000,
+    nodeLinkResyncMs: nodeLinkResyncSeconds(str("node-link-resync")) * 1000,
     hostCniConfDir: str("host-cni-conf-dir") || undefined,
   };
+}
+
+/** `--node-link-resync`: 0 (off), or at least a second so a resync cannot turn into a busy loop. */
+function nodeLinkResyncSeconds(v: string): number {
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n < 0 || (n > 0 && n < 1))
+    throw new Error(
+      `--node-link-resync must be 0 or at least 1 (seconds), not ${JSON.stringify(v)}`,
+    );
+  return n;
 }
 
 export function driverVersion(): string {
@@ -202,6 +220,7 @@ export async function startDriver(
         logger,
         setPodCidrs: (c): Promise<void> => config.setPodCidrs(c),
         reloadConfig: (): Promise<void> => config.reload(),
+        metrics,
       })
     : undefined;
   const config: ConfigSource = new ConfigSource({
@@ -223,11 +242,14 @@ export async function startDriver(
       "config loaded",
     );
   });
-  // The MidoNet datapath's node link follows every load (a pod CIDR change is one).
+  // The MidoNet datapath's node link follows every load (a pod CIDR change is one),
+  // and is re-applied every --node-link-resync seconds in between.
   const nodeLink = new NodeConnectivity({
     logger,
     api: kube?.api.catch(() => undefined),
     nodeName: kubeSettings?.nodeName,
+    resyncMs: opts.nodeLinkResyncMs ?? 60_000,
+    metrics,
   });
   config.on("reload", (cfg) => nodeLink.apply(cfg));
   config.on("error", (e) => {
@@ -276,6 +298,8 @@ export async function startDriver(
   });
 
   await kube?.start();
+  // Before serving: a DEL right after a restart must know which sandbox set its pod's annotation.
+  await kube?.seedAnnotationOwners(cache);
   await config.start();
   const grpcServer = await startGrpcServer(opts.socket, service);
   const health = await startHealthServer(opts.healthAddr, {

@@ -11,6 +11,9 @@ import {
   escapeLabelValue,
   formatValue,
 } from "../common/prometheus.js";
+import type { AnnotationWriteOutcome, PodAnnotationMetrics } from "./kube/pod-annotations.js";
+import type { PodEventMetrics, PodEventOutcome } from "./kube/pod-events.js";
+import type { NodeConnectivityMetrics, NodeLinkOutcome } from "./node-connectivity.js";
 
 type Labels = Readonly<Record<string, string>>;
 
@@ -36,7 +39,19 @@ function sortedEntries<T>(m: Map<string, T>): [string, T][] {
   return [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
-export class Metrics {
+/**
+ * A counter per outcome, every known outcome present from the start (at 0) so
+ * that rate() and absent-series alerts work before the first write.
+ */
+function outcomeCounters<T extends string>(known: readonly T[]): Map<T, number> {
+  return new Map(known.map((o) => [o, 0]));
+}
+
+function count<T extends string>(m: Map<T, number>, outcome: T): void {
+  m.set(outcome, (m.get(outcome) ?? 0) + 1);
+}
+
+export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, PodEventMetrics {
   private readonly calls = new Map<string, { labels: Labels; value: number }>();
   private readonly errors = new Map<string, { labels: Labels; value: number }>();
   private readonly durations = new Map<string, { labels: Labels; h: HistogramSeries }>();
@@ -45,6 +60,21 @@ export class Metrics {
   private reloadErrors = 0;
   private generation = 0;
   private ready = false;
+  /** Undefined while no node link is planned (the series is then absent). */
+  private nodeLinkReady: 0 | 1 | undefined;
+  private nodeLinkFailures = 0;
+  private readonly nodeAnnotationWrites = outcomeCounters<AnnotationWriteOutcome>([
+    "ok",
+    "retried",
+    "dropped",
+  ]);
+  private readonly podAnnotationPatches = outcomeCounters<AnnotationWriteOutcome>([
+    "ok",
+    "retried",
+    "dropped",
+    "gone",
+  ]);
+  private readonly podEvents = outcomeCounters<PodEventOutcome>(["created", "updated", "failed"]);
 
   /** Counts one served call and observes its latency; failures are also counted by code. */
   recordCall(verb: string, outcome: "ok" | "error", durationSeconds: number, code?: number): void {
@@ -93,6 +123,24 @@ export class Metrics {
 
   setReady(ready: boolean): void {
     this.ready = ready;
+  }
+
+  /** One application of the node link (a config load, a retry or a resync). */
+  nodeLinkApplied(outcome: NodeLinkOutcome): void {
+    this.nodeLinkReady = outcome === "none" ? undefined : outcome === "ok" ? 1 : 0;
+    if (outcome === "failed") this.nodeLinkFailures += 1;
+  }
+
+  nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void {
+    count(this.nodeAnnotationWrites, outcome);
+  }
+
+  podAnnotationPatched(outcome: AnnotationWriteOutcome): void {
+    count(this.podAnnotationPatches, outcome);
+  }
+
+  podEventWritten(outcome: PodEventOutcome): void {
+    count(this.podEvents, outcome);
   }
 
   /** The whole registry in text format 0.0.4, ending with a newline. */
@@ -144,6 +192,41 @@ export class Metrics {
 
     family("cni_driver_ready", "gauge", "1 when the driver is ready to serve calls, else 0.");
     sample("cni_driver_ready", {}, this.ready ? 1 : 0);
+
+    family(
+      "cni_driver_node_link_ready",
+      "gauge",
+      "1 when the node link the midonet datapath needs is in place, 0 when setting it up failed; absent when no network uses the midonet datapath.",
+    );
+    if (this.nodeLinkReady !== undefined)
+      sample("cni_driver_node_link_ready", {}, this.nodeLinkReady);
+
+    family(
+      "cni_driver_node_link_failures_total",
+      "counter",
+      "Failed applications of the node link (config loads, retries and resyncs).",
+    );
+    sample("cni_driver_node_link_failures_total", {}, this.nodeLinkFailures);
+
+    const outcomes = <T extends string>(name: string, help: string, m: Map<T, number>): void => {
+      family(name, "counter", help);
+      for (const [outcome, n] of m) sample(name, { outcome }, n);
+    };
+    outcomes(
+      "cni_driver_node_annotation_writes_total",
+      "Writes of the Node's midonet.org/mac-address annotation (set, or removed with the node link), by outcome: ok, retried (failed, tried again), dropped (given up until the next config load).",
+      this.nodeAnnotationWrites,
+    );
+    outcomes(
+      "cni_driver_pod_annotation_patches_total",
+      "Pod annotation patches, by outcome: ok, retried (failed, tried again), dropped (given up), gone (the pod no longer exists).",
+      this.podAnnotationPatches,
+    );
+    outcomes(
+      "cni_driver_pod_events_total",
+      "Warning Events written on pods for failed SetUpPod, by outcome: created, updated (a repeat counted into an existing Event), failed (not retried).",
+      this.podEvents,
+    );
 
     return `${out.join("\n")}\n`;
   }

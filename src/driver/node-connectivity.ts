@@ -13,9 +13,15 @@
  *   `midonet.org/mac-address` = the MAC of midokube-node, off the CNI path,
  *   retried with backoff on conflicts and outages.
  *
- * Applied on every config load (a pod CIDR change is one). A failure is
- * logged, counted, makes the driver not ready with the reason, and is retried
- * with backoff until it works or the next load replaces it.
+ * Applied on every config load (a pod CIDR change is one), and again every
+ * `resyncMs` while a link is planned, so that a link, address or route removed
+ * behind the driver's back (an operator, the MidoNet agent restarting) comes
+ * back without waiting for a load; a resync that finds everything in place is
+ * silent. A failure is logged, counted, makes the driver not ready with the
+ * reason, and is retried with backoff until it works or the next load
+ * replaces it. When a load no longer plans a link, the link this process set
+ * up is removed, and with it the Node's annotation (only when this process
+ * set it, or when it holds the removed link's MAC).
  */
 import type pino from "pino";
 import { cidrNetwork, formatIp, type ParsedCidr, parseCidr } from "../cni/ip.js";
@@ -29,9 +35,13 @@ import {
   removeNodeLink,
 } from "../plumbing/node-link.js";
 import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
-import type { KubeApi } from "./kube/api.js";
+import type { KubeApi, ObjectWatch } from "./kube/api.js";
 import { type BackoffPolicy, backoffDelay } from "./kube/backoff.js";
-import { isRetryable, MAC_ADDRESS_ANNOTATION } from "./kube/pod-annotations.js";
+import {
+  type AnnotationWriteOutcome,
+  isRetryable,
+  MAC_ADDRESS_ANNOTATION,
+} from "./kube/pod-annotations.js";
 import type { DriverConfig } from "./network-config.js";
 
 export interface NodeLinkPlan extends Required<Pick<NodeLinkSpec, "nodeIf" | "peerIf">> {
@@ -123,28 +133,50 @@ export function nodeLinkPlan(cfg: DriverConfig): NodeLinkPlan | undefined {
   return undefined;
 }
 
+/** Each application of the node link: in place, failed, or none planned. */
+export type NodeLinkOutcome = "ok" | "failed" | "none";
+
+/** What the driver's metrics count of this module (kept apart from the registry itself). */
+export interface NodeConnectivityMetrics {
+  nodeLinkApplied(outcome: NodeLinkOutcome): void;
+  /** One write of the Node's annotation (set or removal). */
+  nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void;
+}
+
 export interface NodeConnectivityOptions {
   logger: pino.Logger;
   /** The API when configured (settles undefined when it is not usable). */
   api?: Promise<KubeApi | undefined>;
   /** The Node to annotate; without it (or without an API) nothing is annotated. */
   nodeName?: string;
+  /** Between re-applications of a link that is in place; 0 or absent: none. */
+  resyncMs?: number;
   /** Between failed attempts to set the link up (default 500 ms doubling to 30 s). */
   retryBackoff?: BackoffPolicy;
   /** Between failed Node patches (default 200 ms doubling to 10 s). */
   annotationBackoff?: BackoffPolicy;
   /** Node patches per MAC before giving up until the next change (default 10). */
   annotationAttempts?: number;
+  metrics?: NodeConnectivityMetrics;
   /** The plumbing, replaceable in tests. */
-  ensure?: (spec: NodeLinkSpec) => Promise<string>;
+  ensure?: (spec: NodeLinkSpec, changes?: string[]) => Promise<string>;
   remove?: (nodeIf: string, peerIf: string) => Promise<boolean>;
   enableForwarding?: () => Promise<boolean>;
 }
 
+/**
+ * What the Node's annotation should become: the MAC of the link in place, or
+ * removed (`remove` is the MAC of the link that went).
+ */
+type AnnotationTarget = { set: string } | { remove: string };
+
+/** A bound on reading the Node before removing its annotation. */
+const NODE_READ_TIMEOUT_MS = 10_000;
+
 export class NodeConnectivity {
   /** Failed attempts since start. */
   failures = 0;
-  /** The MAC of the node link as last set up. */
+  /** The MAC of the node link as last set up (undefined once removed). */
   mac: string | undefined;
   private readonly log: pino.Logger;
   private readonly plans = new WeakMap<DriverConfig, { plan?: NodeLinkPlan; error?: string }>();
@@ -153,11 +185,20 @@ export class NodeConnectivity {
   private again = false;
   private attempt = 0;
   private timer: NodeJS.Timeout | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  /** The next run re-applies what is in place rather than a newly loaded config. */
+  private resyncNext = false;
   private lastError: string | undefined;
   /** The plan last applied successfully. */
   private applied: NodeLinkPlan | undefined;
   private closed = false;
   private annotating = false;
+  private target: AnnotationTarget | undefined;
+  /** The removal target last carried out (or found nothing of ours to remove). */
+  private removed: AnnotationTarget | undefined;
+  /** The target given up on; tried again after the next config load. */
+  private gaveUpOn: AnnotationTarget | undefined;
+  /** The MAC this process set on the Node and saw land (undefined: none, or removed since). */
   private annotated: string | undefined;
 
   constructor(private readonly o: NodeConnectivityOptions) {
@@ -169,8 +210,12 @@ export class NodeConnectivity {
     if (this.closed) return;
     this.wanted = cfg;
     this.attempt = 0;
+    this.resyncNext = false;
+    this.gaveUpOn = undefined;
     clearTimeout(this.timer);
     this.timer = undefined;
+    clearTimeout(this.resyncTimer);
+    this.resyncTimer = undefined;
     this.kick();
   }
 
@@ -189,6 +234,8 @@ export class NodeConnectivity {
     this.closed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
+    clearTimeout(this.resyncTimer);
+    this.resyncTimer = undefined;
   }
 
   private planOf(cfg: DriverConfig): { plan?: NodeLinkPlan; error?: string } {
@@ -219,8 +266,29 @@ export class NodeConnectivity {
     });
   }
 
+  /**
+   * The next re-application, `resyncMs` after a successful one ends (so runs
+   * never overlap, and each is bounded by the plumbing's own exec timeouts).
+   * A failure's retry timer takes its place until a run works again.
+   */
+  private scheduleResync(): void {
+    const ms = this.o.resyncMs ?? 0;
+    if (ms <= 0 || this.closed) return;
+    clearTimeout(this.resyncTimer);
+    this.resyncTimer = setTimeout(() => {
+      this.resyncTimer = undefined;
+      // A load or a retry under way re-applies anyway, and schedules the next resync.
+      if (this.closed || this.running || this.timer) return;
+      this.resyncNext = true;
+      this.kick();
+    }, ms);
+    this.resyncTimer.unref();
+  }
+
   private async run(): Promise<void> {
     const cfg = this.wanted;
+    const resync = this.resyncNext;
+    this.resyncNext = false;
     if (!cfg || this.closed) return;
     const { plan, error } = this.planOf(cfg);
     if (error) {
@@ -230,14 +298,22 @@ export class NodeConnectivity {
     const ensure = this.o.ensure ?? ensureNodeLink;
     if (!plan) {
       this.lastError = undefined;
+      this.o.metrics?.nodeLinkApplied("none");
       const previous = this.applied;
+      const mac = this.mac;
       this.applied = undefined;
-      // No network uses the MidoNet datapath any more: the link it needed goes too.
-      if (previous) await this.removeLink(previous);
+      // No network uses the MidoNet datapath any more: the link it needed goes
+      // too, and the Node's annotation naming its MAC with it.
+      if (previous && (await this.removeLink(previous))) {
+        this.mac = undefined;
+        if (mac !== undefined) this.target = { remove: mac };
+      }
+      this.annotate();
       return;
     }
     try {
-      const mac = await ensure(plan);
+      const changes: string[] = [];
+      const mac = await ensure(plan, changes);
       const enable = this.o.enableForwarding ?? enableIpv4Forwarding;
       if (await enable()) this.log.info("net.ipv4.ip_forward enabled for the midonet datapath");
       const previous = this.applied;
@@ -246,46 +322,56 @@ export class NodeConnectivity {
       this.lastError = undefined;
       this.attempt = 0;
       this.mac = mac;
-      if (changed) {
-        this.log.info(
-          {
-            network: plan.network,
-            nodeIf: plan.nodeIf,
-            peerIf: plan.peerIf,
-            address: plan.addressCidr,
-            routes: plan.routes.map((r) => `${r.dst} via ${r.gw}`),
-            mac,
-          },
-          "node link set up",
-        );
+      this.o.metrics?.nodeLinkApplied("ok");
+      const details = {
+        network: plan.network,
+        nodeIf: plan.nodeIf,
+        peerIf: plan.peerIf,
+        address: plan.addressCidr,
+        routes: plan.routes.map((r) => `${r.dst} via ${r.gw}`),
+        mac,
+      };
+      if (resync && changes.length > 0) {
+        // Someone else changed what we had set up: worth more than an info line.
+        this.log.warn({ ...details, changes }, "node link restored");
+      } else if (changed) {
+        this.log.info(details, "node link set up");
+      } else {
+        this.log.debug({ nodeIf: plan.nodeIf, changes }, "node link in place");
       }
       if (previous && previous.nodeIf !== plan.nodeIf && previous.nodeIf !== plan.peerIf) {
         // Renamed in driver.json: the old pair is no one's (its peer went with it
         // when ensure re-created the pair under a reused peer name).
         await this.removeLink(previous, plan);
       }
+      const t = this.target;
+      if (!(t && "set" in t && t.set === mac)) this.target = { set: mac };
       this.annotate();
+      this.scheduleResync();
     } catch (err) {
       this.fail(err instanceof Error ? err.message : String(err), plan);
     }
   }
 
-  /** Removes `plan`'s pair, sparing a name `keep` uses. */
-  private async removeLink(plan: NodeLinkPlan, keep?: NodeLinkPlan): Promise<void> {
+  /** Removes `plan`'s pair, sparing a name `keep` uses; answers whether it is gone. */
+  private async removeLink(plan: NodeLinkPlan, keep?: NodeLinkPlan): Promise<boolean> {
     const remove = this.o.remove ?? removeNodeLink;
     const inUse = (n: string) => n === keep?.nodeIf || n === keep?.peerIf;
     try {
       // Deleting one end of a veth pair deletes both; the peer's name is only a fallback.
       if (await remove(plan.nodeIf, inUse(plan.peerIf) ? plan.nodeIf : plan.peerIf))
         this.log.info({ nodeIf: plan.nodeIf, peerIf: plan.peerIf }, "node link removed");
+      return true;
     } catch (err) {
       this.log.warn({ nodeIf: plan.nodeIf, err: String(err) }, "removing the node link failed");
+      return false;
     }
   }
 
   private fail(reason: string, plan: NodeLinkPlan | undefined): void {
     this.failures++;
     this.lastError = reason;
+    this.o.metrics?.nodeLinkApplied("failed");
     const delay = backoffDelay(
       this.o.retryBackoff ?? { baseMs: 500, maxMs: 30_000 },
       this.attempt++,
@@ -302,13 +388,22 @@ export class NodeConnectivity {
     this.timer.unref();
   }
 
-  /** Patches the Node's annotation to the current MAC, unless it already holds it. */
+  /** Whether the Node's annotation already is what `target` asks. */
+  private settled(): boolean {
+    const t = this.target;
+    if (!t) return true;
+    return "set" in t ? t.set === this.annotated : t === this.removed;
+  }
+
+  /** Starts writing the Node's annotation towards the target, unless that is under way or done. */
   private annotate(): void {
-    if (this.annotating || !this.o.api || !this.o.nodeName) return;
-    if (this.mac === undefined || this.mac === this.annotated) return;
+    if (this.annotating || this.closed || !this.o.api || !this.o.nodeName) return;
+    if (this.settled() || this.target === this.gaveUpOn) return;
     this.annotating = true;
     void this.annotateLoop(this.o.api, this.o.nodeName).finally(() => {
       this.annotating = false;
+      // The target may have moved after the loop's last look.
+      if (!this.settled() && this.target !== this.gaveUpOn) this.annotate();
     });
   }
 
@@ -318,25 +413,86 @@ export class NodeConnectivity {
     const max = this.o.annotationAttempts ?? 10;
     const backoff = this.o.annotationBackoff ?? { baseMs: 200, maxMs: 10_000 };
     let attempt = 0;
+    let tried: AnnotationTarget | undefined;
     while (!this.closed) {
-      const mac = this.mac;
-      if (mac === undefined || mac === this.annotated) return;
-      try {
-        await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: mac });
-        this.annotated = mac;
+      const t = this.target;
+      if (!t || this.settled() || t === this.gaveUpOn) return;
+      if (t !== tried) {
+        tried = t;
         attempt = 0;
-        this.log.info({ node: nodeName, mac }, "node annotated with the node link's MAC");
+      }
+      try {
+        if ("set" in t) {
+          await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: t.set });
+          this.annotated = t.set;
+          this.log.info({ node: nodeName, mac: t.set }, "node annotated with the node link's MAC");
+        } else if (
+          // Set by us in this process, or the removed link's MAC set by an earlier one.
+          this.annotated === undefined &&
+          (await readNodeAnnotation(api, nodeName)) !== t.remove
+        ) {
+          this.removed = t;
+          this.log.debug({ node: nodeName }, "the Node's annotation is not ours; left alone");
+          continue;
+        } else {
+          await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: null });
+          this.annotated = undefined;
+          this.removed = t;
+          this.log.info({ node: nodeName }, "node annotation removed with the node link");
+        }
+        this.o.metrics?.nodeAnnotationWritten("ok");
       } catch (err) {
         attempt++;
         if (!isRetryable(err) || attempt >= max) {
+          this.o.metrics?.nodeAnnotationWritten("dropped");
+          this.gaveUpOn = t;
           this.log.warn(
-            { node: nodeName, mac, attempts: attempt, err: (err as Error).message },
+            {
+              node: nodeName,
+              ...("set" in t ? { mac: t.set } : { removing: t.remove }),
+              attempts: attempt,
+              err: (err as Error).message,
+            },
             "annotating the Node failed; giving up until the next config load",
           );
           return;
         }
+        this.o.metrics?.nodeAnnotationWritten("retried");
         await new Promise((r) => setTimeout(r, backoffDelay(backoff, attempt - 1)).unref());
       }
     }
   }
+}
+
+/** The Node's MAC annotation as the API server has it now: one list through a watch, bounded. */
+function readNodeAnnotation(api: KubeApi, nodeName: string): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    let watch: ObjectWatch | undefined;
+    let done = false;
+    const finish = (settle: () => void): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      settle();
+      // The object is known once listed: nothing more to follow.
+      queueMicrotask(() => void watch?.stop().catch(() => {}));
+    };
+    const timer = setTimeout(
+      () => finish(() => reject(new Error(`reading Node ${nodeName}: no answer`))),
+      NODE_READ_TIMEOUT_MS,
+    );
+    timer.unref();
+    watch = api.watchObject(
+      "nodes",
+      { name: nodeName },
+      {
+        onObject: (obj) => {
+          const meta = obj?.metadata as { annotations?: Record<string, string> } | undefined;
+          finish(() => resolve(meta?.annotations?.[MAC_ADDRESS_ANNOTATION]));
+        },
+        onError: (message) =>
+          finish(() => reject(new Error(`reading Node ${nodeName}: ${message}`))),
+      },
+    );
+  });
 }

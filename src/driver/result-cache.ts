@@ -20,7 +20,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
   attachmentFromCacheEntry,
@@ -34,6 +34,13 @@ import {
   encodeCacheEntry,
 } from "../cni/cache.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
+
+/**
+ * A listed attachment, with its file's mtime: the file is written whole on
+ * each successful ADD (and renamed into place, which keeps it), so it tells
+ * which of a pod's attachments was set up last.
+ */
+export type ListedAttachment = CachedAttachment & { mtimeMs?: number };
 
 export interface ResultCacheLogger {
   warn(obj: object, msg: string): void;
@@ -153,9 +160,10 @@ export class ResultCache {
    * order. Who an entry belongs to comes from its content, never from its file
    * name: network names and container IDs may both contain `-`. Temporary
    * files, legacy files and files that do not decode are skipped (and left in
-   * place: the DEL of that attachment deals with them).
+   * place: the DEL of that attachment deals with them). Each carries its
+   * file's mtime.
    */
-  async list(): Promise<CachedAttachment[]> {
+  async list(): Promise<ListedAttachment[]> {
     let names: string[];
     try {
       names = await readdir(this.dir);
@@ -165,13 +173,21 @@ export class ResultCache {
     }
     const candidates = attachmentsFromFileNames(names.filter((n) => !n.startsWith(".")));
     const entries = await Promise.all(candidates.map((name) => this.#readForList(name)));
-    return entries.filter((e): e is CachedAttachment => e !== undefined);
+    return entries.filter((e): e is ListedAttachment => e !== undefined);
   }
 
-  async #readForList(name: string): Promise<CachedAttachment | undefined> {
+  async #readForList(name: string): Promise<ListedAttachment | undefined> {
     const path = join(this.dir, name);
     try {
-      return attachmentFromCacheEntry(decodeCacheEntry(await readFile(path)));
+      // One open file for both: the mtime is that of the bytes read, even if a rename replaces the name meanwhile.
+      const file = await open(path, "r");
+      try {
+        const [bytes, stat] = [await file.readFile(), await file.stat()];
+        const entry = attachmentFromCacheEntry(decodeCacheEntry(bytes));
+        return entry && { ...entry, mtimeMs: stat.mtimeMs };
+      } finally {
+        await file.close();
+      }
     } catch (err) {
       // Gone since readdir (a concurrent DEL): not worth a word.
       if (errnoCode(err) !== "ENOENT") {

@@ -50,23 +50,36 @@ interface RouteShow {
  * and routes are `replace`d, and IPv4 addresses and gateway routes on the node
  * end that the spec no longer names (a pod CIDR or a service CIDR that changed)
  * are removed. The whole change is one batch that stops at the failing step.
+ *
+ * `changes`, when given, receives what the host did not already match (empty
+ * when everything was in place), so that a periodic re-application can tell a
+ * repair from a no-op.
  */
-export async function ensureNodeLink(spec: NodeLinkSpec): Promise<string> {
+export async function ensureNodeLink(spec: NodeLinkSpec, changes?: string[]): Promise<string> {
   const nodeIf = spec.nodeIf ?? NODE_INTERFACE;
   const peerIf = spec.peerIf ?? NODE_PEER_INTERFACE;
+  const found: string[] = [];
   const cmds: string[] = [];
   let node = await showVeth(nodeIf);
   const peer = await showVeth(peerIf);
   if (node && !peer) {
     // Half a pair (the peer moved away or renamed): start over.
     cmds.push(`link del ${nodeIf}`);
+    found.push(`${peerIf} missing: pair re-created`);
     node = undefined;
   }
   if (!node) {
     if (peer) cmds.push(`link del ${peerIf}`);
     cmds.push(`link add ${nodeIf} mtu ${spec.mtu} type veth peer name ${peerIf} mtu ${spec.mtu}`);
+    if (found.length === 0) found.push(`${nodeIf} missing: pair created`);
   }
   cmds.push(`link set ${nodeIf} mtu ${spec.mtu} up`, `link set ${peerIf} mtu ${spec.mtu} up`);
+  if (node && peer) {
+    for (const l of [node, peer]) {
+      if (!l.flags?.includes("UP")) found.push(`${l.ifname} was down`);
+      if (l.mtu !== spec.mtu) found.push(`${l.ifname} had mtu ${l.mtu}`);
+    }
+  }
 
   const want = spec.addressCidr;
   const wantRoutes = new Set(spec.routes.map((r) => `${r.dst} ${r.gw}`));
@@ -74,16 +87,30 @@ export async function ensureNodeLink(spec: NodeLinkSpec): Promise<string> {
     const [addrs, routes] = parseJsonLines<AddrShow & RouteShow>(
       await ipBatch([`addr show dev ${nodeIf}`, `route show dev ${nodeIf}`], { json: true }),
     );
+    let hasWanted = false;
     for (const a of addrs?.[0]?.addr_info ?? []) {
       if (a.family !== "inet" || !a.local) continue;
       const have = `${a.local}/${a.prefixlen}`;
-      if (have !== want) cmds.push(`addr del ${have} dev ${nodeIf}`);
+      if (have === want) hasWanted = true;
+      else {
+        cmds.push(`addr del ${have} dev ${nodeIf}`);
+        found.push(`address ${have} removed`);
+      }
     }
+    if (!hasWanted) found.push(`address ${want} missing`);
+    const haveRoutes = new Set<string>();
     for (const r of routes ?? []) {
       if (!r.gateway || !r.dst) continue;
-      if (!wantRoutes.has(`${r.dst} ${r.gateway}`))
-        cmds.push(`route del ${r.dst} via ${r.gateway} dev ${nodeIf}`);
+      // iproute2 prints a host route's destination without its /32.
+      const dst = /^\d+\.\d+\.\d+\.\d+$/.test(r.dst) ? `${r.dst}/32` : r.dst;
+      haveRoutes.add(`${dst} ${r.gateway}`);
+      if (!wantRoutes.has(`${dst} ${r.gateway}`)) {
+        cmds.push(`route del ${dst} via ${r.gateway} dev ${nodeIf}`);
+        found.push(`route ${dst} via ${r.gateway} removed`);
+      }
     }
+    for (const r of spec.routes)
+      if (!haveRoutes.has(`${r.dst} ${r.gw}`)) found.push(`route ${r.dst} via ${r.gw} missing`);
   }
   cmds.push(`addr replace ${want} dev ${nodeIf}`);
   for (const r of spec.routes) cmds.push(`route replace ${r.dst} via ${r.gw} dev ${nodeIf}`);
@@ -93,6 +120,7 @@ export async function ensureNodeLink(spec: NodeLinkSpec): Promise<string> {
   const mac = link?.address ? normalizeMac(link.address) : undefined;
   if (!mac)
     throw new IpCommandError(`link show ${nodeIf}`, "no MAC address after setup", undefined);
+  changes?.push(...found);
   return mac;
 }
 

@@ -39,7 +39,13 @@ import {
   type KubeObject,
   startFakeKubeApiServer,
 } from "../support/fake-kube-apiserver.js";
-import { createNetns, linkIn } from "../support/netns.js";
+import {
+  createNetns,
+  deleteHostLink,
+  deleteNetns,
+  linkIn,
+  listHostLinks,
+} from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";
 
@@ -601,6 +607,48 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
     expect(delMs).to.be.lessThan(2000);
     expect((await h.client.cniStatus()).ready).to.equal(true);
     await env.gate.open();
+    expect(h.leases()).to.deep.equal([]);
+  });
+
+  it("after a restart, a late DEL of a pod's old sandbox leaves the newer sandbox's annotation; the newer one's DEL removes it", async () => {
+    const name = h.podName(8);
+    env.server.put("pods", { metadata: { name, namespace: NS }, spec: { nodeName } });
+    // Two sandboxes of one pod: A dies, B is set up before A's DEL arrives. The
+    // newer one's cache file sorts last: only the files' mtimes say it is newer.
+    const sandbox = (s: "a" | "b") =>
+      h.podRequest(`8${s}`, { pod: { namespace: NS, name, uid: "" } });
+    createNetns(h.netnsName("8a"));
+    const a = await h.client.setUpPod(sandbox("a"));
+    expectNoCniError(a);
+    await until(() => annotationOf(env.server, name) === podMac(a), "sandbox A's MAC");
+    // A's netns goes, and its veth with it; the host end's name is the pod's, B's to take.
+    const hostEnd = a.result?.interfaces.find((i) => !i.sandbox && i.name.startsWith("mido"));
+    expect(hostEnd, "the host end in A's result").to.not.equal(undefined);
+    deleteNetns(h.netnsName("8a"));
+    deleteHostLink(hostEnd?.name as string);
+    await until(() => !listHostLinks("mido").includes(hostEnd?.name as string), "A's veth gone");
+    createNetns(h.netnsName("8b"));
+    const b = await h.client.setUpPod(sandbox("b"));
+    expectNoCniError(b);
+    expect(podMac(b)).to.not.equal(podMac(a));
+    await until(() => annotationOf(env.server, name) === podMac(b), "sandbox B's MAC");
+
+    expect(await h.stop()).to.equal(0);
+    const patchesBefore = patchesOf(env.server, name).length;
+    await h.start();
+    await sleep(300);
+    expect(patchesOf(env.server, name).length, "the restart alone patches nothing").to.equal(
+      patchesBefore,
+    );
+
+    expectNoCniError(await h.client.tearDownPod(sandbox("a")));
+    await sleep(400);
+    expect(annotationOf(env.server, name), "after A's DEL").to.equal(podMac(b));
+    expect(patchesOf(env.server, name).length, "A's DEL patches nothing").to.equal(patchesBefore);
+    expect(linkIn(h.netnsName("8b"), "eth0")?.address, "B's interface").to.equal(podMac(b));
+
+    expectNoCniError(await h.client.tearDownPod(sandbox("b")));
+    await until(() => annotationOf(env.server, name) === undefined, "the annotation removed");
     expect(h.leases()).to.deep.equal([]);
   });
 });

@@ -17,18 +17,29 @@ import { expect } from "chai";
 import pino from "pino";
 import { CniError } from "../../src/cni/errors.js";
 import { readMidonetConfig } from "../../src/driver/builtin/midonet-plugin.js";
-import { type KubeApi, KubeApiError } from "../../src/driver/kube/api.js";
-import { MAC_ADDRESS_ANNOTATION } from "../../src/driver/kube/pod-annotations.js";
+import {
+  type KubeApi,
+  KubeApiError,
+  type ObjectWatch,
+  type ObjectWatchHandlers,
+} from "../../src/driver/kube/api.js";
+import {
+  type AnnotationWriteOutcome,
+  MAC_ADDRESS_ANNOTATION,
+} from "../../src/driver/kube/pod-annotations.js";
 import { type DriverConfig, loadDriverConfig } from "../../src/driver/network-config.js";
 import {
   NodeConnectivity,
+  type NodeConnectivityMetrics,
+  type NodeConnectivityOptions,
+  type NodeLinkOutcome,
   type NodeLinkPlan,
   nodeLinkPlan,
 } from "../../src/driver/node-connectivity.js";
-import type { NodeLinkSpec } from "../../src/plumbing/node-link.js";
+import { ensureNodeLink, type NodeLinkSpec } from "../../src/plumbing/node-link.js";
 import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
-import { createNetns, deleteHostLink } from "../support/netns.js";
+import { createNetns, deleteHostLink, uniqueTag } from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";
 
@@ -307,6 +318,327 @@ describe("node connectivity: retries, readiness, the Node annotation", () => {
   });
 });
 
+/** What NodeConnectivity reports to the driver's metrics, in order. */
+class Recorded implements NodeConnectivityMetrics {
+  applied: NodeLinkOutcome[] = [];
+  writes: AnnotationWriteOutcome[] = [];
+  nodeLinkApplied(o: NodeLinkOutcome): void {
+    this.applied.push(o);
+  }
+  nodeAnnotationWritten(o: AnnotationWriteOutcome): void {
+    this.writes.push(o);
+  }
+}
+
+/** A logger whose lines (level, msg and fields) land in `lines`. */
+function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino(
+    { level: "debug" },
+    { write: (l: string) => lines.push(JSON.parse(l) as Record<string, unknown>) },
+  );
+  return { logger, lines };
+}
+
+/** Messages logged at info or above. */
+const loud = (lines: Record<string, unknown>[]) =>
+  lines.filter((l) => (l.level as number) >= 30).map((l) => l.msg);
+
+/**
+ * A fake API holding one Node's annotation: patches change it (unless `refuse`
+ * answers an error for them), and watchObject reads it, as a list would.
+ */
+function fakeNodeApi(initial?: string): {
+  api: KubeApi;
+  patches: (string | null | undefined)[];
+  node: { annotation?: string };
+  refuse: (value: string | null) => KubeApiError | undefined;
+} {
+  const node: { annotation?: string } = { annotation: initial };
+  const patches: (string | null | undefined)[] = [];
+  const fake = {
+    node,
+    patches,
+    refuse: (_: string | null): KubeApiError | undefined => undefined,
+    api: undefined as unknown as KubeApi,
+  };
+  fake.api = {
+    patchNodeAnnotations: async (_name: string, a: Record<string, string | null>) => {
+      const v = a[MAC_ADDRESS_ANNOTATION];
+      patches.push(v);
+      const err = fake.refuse(v ?? null);
+      if (err) throw err;
+      if (v === null || v === undefined) delete node.annotation;
+      else node.annotation = v;
+    },
+    watchObject: (_r: string, _ref: unknown, h: ObjectWatchHandlers): ObjectWatch => {
+      setTimeout(() => {
+        const annotations = node.annotation ? { [MAC_ADDRESS_ANNOTATION]: node.annotation } : {};
+        h.onObject({ metadata: { name: "node-1", annotations } as never });
+      }, 1);
+      return { synced: true, lastError: undefined, stop: async () => {} };
+    },
+  } as unknown as KubeApi;
+  return fake;
+}
+
+describe("node connectivity: periodic resync, annotation removal, metrics", () => {
+  const cfg = load({
+    "a.conflist": conflist("a", { datapath: "midonet" }),
+    "driver.json": JSON.stringify({ serviceCidr: "10.96.0.0/12" }),
+  });
+  const kernel = load({ "a.conflist": conflist("a", { datapath: "kernel" }) });
+  const fast = { baseMs: 5, maxMs: 20 };
+  const MAC = "aa:bb:cc:dd:ee:10";
+  /** On fake plumbing: the link made with MAC, removed without fuss, no sysctl; `o` overrides. */
+  const fakeNc = (o: Partial<NodeConnectivityOptions>): NodeConnectivity =>
+    new NodeConnectivity({
+      logger: silent,
+      ensure: async () => MAC,
+      remove: async () => true,
+      enableForwarding: async () => false,
+      ...o,
+    });
+
+  it("re-applies a link in place every resyncMs, quietly: no info line, no second Node patch", async () => {
+    const { logger, lines } = capturingLogger();
+    const { api, patches } = fakeNodeApi();
+    const metrics = new Recorded();
+    let calls = 0;
+    const nc = fakeNc({
+      logger,
+      api: Promise.resolve(api),
+      nodeName: "node-1",
+      resyncMs: 20,
+      metrics,
+      ensure: async () => {
+        calls++;
+        return MAC;
+      },
+    });
+    nc.apply(cfg);
+    await until(() => calls >= 4, "three resyncs", 2000);
+    nc.stop();
+    expect(patches).to.deep.equal([MAC]);
+    expect(loud(lines)).to.have.members([
+      "node link set up",
+      "node annotated with the node link's MAC",
+    ]);
+    expect(metrics.applied.length).to.be.at.least(4);
+    expect(metrics.applied.every((o) => o === "ok")).to.equal(true);
+    expect(metrics.writes).to.deep.equal(["ok"]);
+    // Stopped: no more resyncs.
+    const stoppedAt = calls;
+    await sleep(80);
+    expect(calls).to.equal(stoppedAt);
+  });
+
+  it("a resync that had to repair something warns with what it found, and annotates a new MAC", async () => {
+    const { logger, lines } = capturingLogger();
+    const { api, patches } = fakeNodeApi();
+    let calls = 0;
+    const nc = fakeNc({
+      logger,
+      api: Promise.resolve(api),
+      nodeName: "node-1",
+      resyncMs: 20,
+      annotationBackoff: fast,
+      ensure: async (_spec, changes) => {
+        calls++;
+        if (calls === 3) {
+          changes?.push("midokube-node missing: pair created");
+          return "aa:bb:cc:dd:ee:11";
+        }
+        return calls < 3 ? MAC : "aa:bb:cc:dd:ee:11";
+      },
+    });
+    nc.apply(cfg);
+    await until(() => patches.length === 2, "the new MAC's patch", 2000);
+    await until(() => calls >= 5, "two more resyncs", 2000);
+    nc.stop();
+    expect(patches).to.deep.equal([MAC, "aa:bb:cc:dd:ee:11"]);
+    const restored = lines.filter((l) => l.msg === "node link restored");
+    expect(restored).to.have.length(1);
+    expect(restored[0]?.level).to.equal(40);
+    expect(restored[0]?.changes).to.deep.equal(["midokube-node missing: pair created"]);
+  });
+
+  it("never overlaps a resync with a run in progress, and config loads keep it going", async () => {
+    let inFlight = 0;
+    let most = 0;
+    let calls = 0;
+    const nc = fakeNc({
+      resyncMs: 1,
+      ensure: async () => {
+        calls++;
+        most = Math.max(most, ++inFlight);
+        await sleep(15);
+        inFlight--;
+        return MAC;
+      },
+    });
+    nc.apply(cfg);
+    for (let i = 0; i < 5; i++) {
+      await sleep(7);
+      nc.apply(cfg);
+    }
+    await until(() => calls >= 8, "resyncs after the loads", 2000);
+    nc.stop();
+    expect(most).to.equal(1);
+  });
+
+  it("resyncMs 0 applies on config loads only", async () => {
+    let calls = 0;
+    const nc = fakeNc({
+      resyncMs: 0,
+      ensure: async () => {
+        calls++;
+        return MAC;
+      },
+    });
+    nc.apply(cfg);
+    await until(() => nc.mac, "the link");
+    await sleep(100);
+    nc.stop();
+    expect(calls).to.equal(1);
+  });
+
+  it("a failing resync counts a failure, makes the driver not ready, and its retry restores it", async () => {
+    const metrics = new Recorded();
+    let calls = 0;
+    const nc = fakeNc({
+      resyncMs: 20,
+      // Long enough for the not-ready state to be seen before the retry.
+      retryBackoff: { baseMs: 300, maxMs: 300 },
+      metrics,
+      ensure: async () => {
+        calls++;
+        if (calls === 2) throw new Error("ip link add: File exists");
+        return MAC;
+      },
+    });
+    nc.apply(cfg);
+    await until(() => nc.failures === 1, "the failed resync", 2000);
+    expect(nc.notReadyReasons(cfg)).to.deep.equal([
+      "node link midokube-node: ip link add: File exists",
+    ]);
+    await until(() => calls >= 4, "the retry and a resync after it", 2000);
+    nc.stop();
+    expect(nc.notReadyReasons(cfg)).to.deep.equal([]);
+    expect(metrics.applied.slice(0, 3)).to.deep.equal(["ok", "failed", "ok"]);
+    expect(nc.failures).to.equal(1);
+  });
+
+  it("reports no link planned for a config without the midonet datapath", async () => {
+    const metrics = new Recorded();
+    const nc = fakeNc({ metrics });
+    nc.apply(cfg);
+    await until(() => metrics.applied.length === 1, "the link");
+    nc.apply(kernel);
+    await until(() => metrics.applied.length === 2, "the removal");
+    nc.stop();
+    expect(metrics.applied).to.deep.equal(["ok", "none"]);
+  });
+
+  it("removes the Node annotation it set when the link goes, retrying a conflict with backoff", async () => {
+    const fake = fakeNodeApi();
+    let conflicts = 1;
+    fake.refuse = (v) =>
+      v === null && conflicts-- > 0 ? new KubeApiError("conflict", 409) : undefined;
+    const metrics = new Recorded();
+    const nc = fakeNc({
+      api: Promise.resolve(fake.api),
+      nodeName: "node-1",
+      annotationBackoff: fast,
+      metrics,
+    });
+    nc.apply(cfg);
+    await until(() => fake.node.annotation === MAC, "the annotation");
+    nc.apply(kernel);
+    await until(() => fake.patches.length === 3, "the retried removal", 2000);
+    await sleep(30);
+    nc.stop();
+    expect(fake.patches).to.deep.equal([MAC, null, null]);
+    expect(fake.node.annotation).to.equal(undefined);
+    expect(nc.mac).to.equal(undefined);
+    expect(metrics.writes).to.deep.equal(["ok", "retried", "ok"]);
+  });
+
+  // This process's own patch never landed (refused): the annotation on the Node
+  // is an earlier process's, removed only when it names the link that goes.
+  const notOurs: [string, string | undefined, boolean][] = [
+    ["the Node holds the removed link's MAC: removed", MAC, true],
+    ["the Node holds another MAC: left alone", "aa:bb:cc:dd:ee:99", false],
+    ["the Node has no annotation: nothing written", undefined, false],
+  ];
+  for (const [what, onNode, removed] of notOurs) {
+    it(`removal of an annotation this process never set: ${what}`, async () => {
+      const fake = fakeNodeApi(onNode);
+      fake.refuse = (v) => (v === null ? undefined : new KubeApiError("forbidden", 403));
+      const metrics = new Recorded();
+      const nc = fakeNc({
+        api: Promise.resolve(fake.api),
+        nodeName: "node-1",
+        annotationBackoff: fast,
+        metrics,
+      });
+      nc.apply(cfg);
+      await until(() => metrics.writes.length === 1, "the refused patch");
+      nc.apply(kernel);
+      await until(() => metrics.applied.length === 2, "the link's removal");
+      await sleep(50);
+      nc.stop();
+      expect(fake.patches).to.deep.equal(removed ? [MAC, null] : [MAC]);
+      expect(fake.node.annotation).to.equal(removed ? undefined : onNode);
+      expect(metrics.writes).to.deep.equal(removed ? ["dropped", "ok"] : ["dropped"]);
+    });
+  }
+
+  it("keeps the annotation when removing the link failed (the link, with that MAC, is still there)", async () => {
+    const fake = fakeNodeApi();
+    const nc = fakeNc({
+      api: Promise.resolve(fake.api),
+      nodeName: "node-1",
+      remove: async () => {
+        throw new Error("ip link del: Operation not permitted");
+      },
+    });
+    nc.apply(cfg);
+    await until(() => fake.node.annotation === MAC, "the annotation");
+    nc.apply(kernel);
+    await sleep(50);
+    nc.stop();
+    expect(fake.patches).to.deep.equal([MAC]);
+  });
+
+  it("a resync does not retry a Node patch given up on; the next config load does", async () => {
+    const fake = fakeNodeApi();
+    let refusing = true;
+    fake.refuse = () => (refusing ? new KubeApiError("forbidden", 403) : undefined);
+    const metrics = new Recorded();
+    let calls = 0;
+    const nc = fakeNc({
+      api: Promise.resolve(fake.api),
+      nodeName: "node-1",
+      resyncMs: 10,
+      metrics,
+      ensure: async () => {
+        calls++;
+        return MAC;
+      },
+    });
+    nc.apply(cfg);
+    await until(() => calls >= 4, "resyncs after the refusal", 2000);
+    expect(fake.patches).to.deep.equal([MAC]);
+    refusing = false;
+    nc.apply(cfg);
+    await until(() => fake.node.annotation === MAC, "the patch after the load", 2000);
+    nc.stop();
+    expect(fake.patches).to.deep.equal([MAC, MAC]);
+    expect(metrics.writes).to.deep.equal(["dropped", "ok"]);
+  });
+});
+
 // ---------------------------------------------------------------------------
 // A real driver, as root
 // ---------------------------------------------------------------------------
@@ -337,6 +669,86 @@ function routesOf(dev: string): string[] {
     .sort();
 }
 
+describe("ensureNodeLink: what a re-application finds to repair (integration)", function () {
+  this.timeout(30_000);
+  const tag = uniqueTag();
+  const nodeIf = `cdr${tag}`;
+  const peerIf = `cdq${tag}`;
+  const spec: NodeLinkSpec = {
+    nodeIf,
+    peerIf,
+    mtu: 1500,
+    addressCidr: "10.244.81.2/24",
+    routes: [
+      { dst: "10.251.0.0/16", gw: "10.244.81.1" },
+      { dst: "10.252.0.1/32", gw: "10.244.81.1" },
+    ],
+  };
+  const ip = (...args: string[]) => {
+    const r = spawnSync("ip", args, { encoding: "utf8" });
+    expect(r.status, `ip ${args.join(" ")}: ${r.stderr}`).to.equal(0);
+  };
+  const apply = async () => {
+    const changes: string[] = [];
+    await ensureNodeLink(spec, changes);
+    return changes;
+  };
+
+  before(function () {
+    requireRoot(this);
+  });
+  after(() => {
+    deleteHostLink(nodeIf);
+    deleteHostLink(peerIf);
+  });
+
+  it("creates the pair the first time, then finds nothing to do (a /32 route included)", async () => {
+    expect(await apply()).to.deep.equal([`${nodeIf} missing: pair created`]);
+    expect(await apply()).to.deep.equal([]);
+  });
+
+  // A change made behind ensureNodeLink's back → what the next application reports.
+  const disturbances: [string, () => void, string[]][] = [
+    [
+      "a route deleted",
+      () => ip("route", "del", "10.251.0.0/16", "dev", nodeIf),
+      ["route 10.251.0.0/16 via 10.244.81.1 missing"],
+    ],
+    [
+      "the /32 route deleted",
+      () => ip("route", "del", "10.252.0.1/32", "dev", nodeIf),
+      ["route 10.252.0.1/32 via 10.244.81.1 missing"],
+    ],
+    [
+      "the address replaced by another",
+      () => {
+        ip("addr", "del", "10.244.81.2/24", "dev", nodeIf);
+        ip("addr", "add", "10.244.81.9/24", "dev", nodeIf);
+      },
+      [
+        "address 10.244.81.9/24 removed",
+        "address 10.244.81.2/24 missing",
+        // Deleting the address took the routes through its gateway with it.
+        "route 10.251.0.0/16 via 10.244.81.1 missing",
+        "route 10.252.0.1/32 via 10.244.81.1 missing",
+      ],
+    ],
+    ["the peer set down", () => ip("link", "set", peerIf, "down"), [`${peerIf} was down`]],
+    [
+      "the peer deleted (and the node end with it)",
+      () => ip("link", "del", peerIf),
+      [`${nodeIf} missing: pair created`],
+    ],
+  ];
+  for (const [what, disturb, want] of disturbances) {
+    it(`${what}: reported, repaired, and quiet on the next application`, async () => {
+      disturb();
+      expect(await apply()).to.deep.equal(want);
+      expect(await apply()).to.deep.equal([]);
+    });
+  }
+});
+
 describe("cni-driver serve with the midonet datapath: node connectivity (integration)", function () {
   this.timeout(60_000);
   let h: DriverHarness;
@@ -346,6 +758,24 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
   let peerIf: string;
   let forwardBefore: string | undefined;
   const FORWARD = "/proc/sys/net/ipv4/ip_forward";
+  const RESYNC_S = 1;
+  /** A resync interval and then some: what a repair may take. */
+  const REPAIR_MS = RESYNC_S * 1000 + 4000;
+  const nodeAnnotation = () =>
+    server.get("nodes", undefined, nodeName)?.metadata?.annotations?.[MAC_ADDRESS_ANNOTATION];
+  const writes = (outcome: string) =>
+    h.metric(`cni_driver_node_annotation_writes_total{outcome="${outcome}"}`);
+  /** The driver's log lines from the node connectivity, from character `from` of its stderr. */
+  const nodeLinkLogs = (from = 0) =>
+    h.logs
+      .slice(from)
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map(
+        (l) =>
+          JSON.parse(l) as { level: string; msg: string; component?: string; changes?: string[] },
+      )
+      .filter((l) => l.component === "node-connectivity");
 
   const files = (settings: Record<string, unknown>): Record<string, string> => {
     const list = h.conflist();
@@ -375,7 +805,14 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
     writeFileSync(kubeconfig, server.kubeconfig(), { mode: 0o600 });
     await h.writeConfig(files({ clusterCidr: "10.248.0.0/16", serviceCidr: "10.249.0.0/16" }));
     // --pod-cidr (the harness's) stays: the Node is annotated, not followed.
-    h.opts.extraFlags = ["--kubeconfig", kubeconfig, "--node-name", nodeName];
+    h.opts.extraFlags = [
+      "--kubeconfig",
+      kubeconfig,
+      "--node-name",
+      nodeName,
+      "--node-link-resync",
+      String(RESYNC_S),
+    ];
     await h.start();
   });
 
@@ -464,5 +901,116 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
       "10.248.0.0/16 via 10.244.80.1",
       "10.250.0.0/16 via 10.244.80.1",
     ]);
+  });
+
+  it("restores a route deleted behind its back within the resync interval, with no failure", async () => {
+    const failures = await h.metric("cni_driver_node_link_failures_total");
+    const logFrom = h.logs.length;
+    const del = spawnSync("ip", ["route", "del", "10.248.0.0/16", "via", "10.244.80.1"]);
+    expect(del.status, String(del.stderr)).to.equal(0);
+    expect(routesOf(nodeIf)).to.deep.equal(["10.250.0.0/16 via 10.244.80.1"]);
+    await until(
+      () => routesOf(nodeIf).includes("10.248.0.0/16 via 10.244.80.1"),
+      "the route back",
+      REPAIR_MS,
+    );
+    expect(routesOf(nodeIf)).to.deep.equal([
+      "10.248.0.0/16 via 10.244.80.1",
+      "10.250.0.0/16 via 10.244.80.1",
+    ]);
+    expect(await h.metric("cni_driver_node_link_failures_total")).to.equal(failures);
+    expect(await h.metric("cni_driver_node_link_ready")).to.equal(1);
+    const restored = await until(
+      () => nodeLinkLogs(logFrom).find((l) => l.msg === "node link restored"),
+      "the warning",
+    );
+    expect(restored.level).to.equal("warn");
+    expect(restored.changes).to.deep.equal(["route 10.248.0.0/16 via 10.244.80.1 missing"]);
+  });
+
+  it("re-creates the node link deleted behind its back, and annotates the Node with its new MAC", async () => {
+    const oldMac = hostLink(nodeIf)?.address;
+    expect(nodeAnnotation()).to.equal(oldMac);
+    const ok = (await writes("ok")) ?? Number.NaN;
+    expect(spawnSync("ip", ["link", "del", nodeIf]).status).to.equal(0);
+    expect(hostLink(peerIf), "the peer went with it").to.equal(undefined);
+    const node = await until(
+      () => {
+        const l = hostLink(nodeIf);
+        const inet = (l?.addr_info ?? []).filter((a) => a.family === "inet");
+        return inet.some((a) => `${a.local}/${a.prefixlen}` === "10.244.80.2/24") ? l : undefined;
+      },
+      "the node link back with its address",
+      REPAIR_MS,
+    );
+    expect(node.flags).to.include("UP");
+    expect(hostLink(peerIf)?.flags).to.include("UP");
+    expect(routesOf(nodeIf)).to.deep.equal([
+      "10.248.0.0/16 via 10.244.80.1",
+      "10.250.0.0/16 via 10.244.80.1",
+    ]);
+    expect(node.address).to.not.equal(oldMac);
+    await until(() => nodeAnnotation() === node.address, "the Node annotated with the new MAC");
+    expect(await writes("ok")).to.equal(ok + 1);
+    expect(await h.metric("cni_driver_node_link_ready")).to.equal(1);
+  });
+
+  it("a resync that finds everything in place writes nothing to the Node", async () => {
+    const ok = await writes("ok");
+    const before = server.get("nodes", undefined, nodeName)?.metadata?.resourceVersion;
+    const logFrom = h.logs.length;
+    await sleep(RESYNC_S * 1000 * 2.5);
+    expect(
+      nodeLinkLogs(logFrom).filter((l) => l.level !== "debug" && l.level !== "trace"),
+    ).to.deep.equal([]);
+    expect(server.get("nodes", undefined, nodeName)?.metadata?.resourceVersion).to.equal(before);
+    expect(await writes("ok")).to.equal(ok);
+  });
+
+  it("counts the pod side effects: an ADD's annotation patch, a failed ADD's Warning Event", async () => {
+    const patched = (o: string) =>
+      h.metric(`cni_driver_pod_annotation_patches_total{outcome="${o}"}`);
+    const events = (o: string) => h.metric(`cni_driver_pod_events_total{outcome="${o}"}`);
+    const okBefore = (await patched("ok")) ?? Number.NaN;
+    const createdBefore = (await events("created")) ?? Number.NaN;
+    server.put("pods", { metadata: { namespace: h.podNamespace, name: h.podName(3) } });
+    createNetns(h.netnsName(3));
+    expectNoCniError(await h.client.setUpPod(h.podRequest(3)));
+    await until(
+      () =>
+        server.get("pods", h.podNamespace, h.podName(3))?.metadata?.annotations?.[
+          MAC_ADDRESS_ANNOTATION
+        ],
+      "the pod's annotation",
+    );
+    await until(async () => (await patched("ok")) === okBefore + 1, "the patch counted");
+    const failed = await h.client.setUpPod(
+      h.podRequest(4, { netns: `/run/netns/cdt-${h.tag}-missing` }),
+    );
+    expect(failed.error, "an ADD into a missing netns fails").to.not.equal(null);
+    await until(async () => (await events("created")) === createdBefore + 1, "the Event counted");
+    expect(await events("failed")).to.equal(0);
+    expectNoCniError(await h.client.tearDownPod(h.podRequest(3)));
+  });
+
+  it("a config without the midonet datapath removes the link and, retried after a conflict, the Node's annotation", async () => {
+    expect(nodeAnnotation()).to.match(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/);
+    const ok = (await writes("ok")) ?? Number.NaN;
+    const retried = (await writes("retried")) ?? Number.NaN;
+    server.injectFault({ method: "PATCH", path: `/api/v1/nodes/${nodeName}`, status: 409 });
+    await h.writeConfig({ "pod-network.conflist": JSON.stringify(h.conflist()) });
+    await until(
+      () => hostLink(nodeIf) === undefined && hostLink(peerIf) === undefined,
+      "the node link removed",
+    );
+    await until(() => nodeAnnotation() === undefined, "the annotation removed");
+    expect(await writes("retried")).to.equal(retried + 1);
+    expect(await writes("ok")).to.equal(ok + 1);
+    expect(await h.metric("cni_driver_node_link_ready"), "no link planned: absent").to.equal(
+      undefined,
+    );
+    // No resync brings it back while no network uses the midonet datapath.
+    await sleep(RESYNC_S * 1000 * 1.5);
+    expect(hostLink(nodeIf)).to.equal(undefined);
   });
 });

@@ -128,7 +128,88 @@ describe("driver/metrics", () => {
       "cni_driver_config_reload_errors_total counter",
       "cni_driver_config_generation gauge",
       "cni_driver_ready gauge",
+      "cni_driver_node_link_ready gauge",
+      "cni_driver_node_link_failures_total counter",
+      "cni_driver_node_annotation_writes_total counter",
+      "cni_driver_pod_annotation_patches_total counter",
+      "cni_driver_pod_events_total counter",
     ]);
+  });
+
+  it("starts the side-effect series at zero for every outcome, the node link gauge absent", () => {
+    const s = parseExposition(new Metrics().render());
+    expect(find(s, "cni_driver_node_link_ready", {})).to.deep.equal([]);
+    expect(value(s, "cni_driver_node_link_failures_total")).to.equal(0);
+    const outcomes = (name: string) =>
+      s.filter((x) => x.name === name).map((x) => [x.labels.outcome, x.value]);
+    expect(outcomes("cni_driver_node_annotation_writes_total")).to.deep.equal([
+      ["ok", 0],
+      ["retried", 0],
+      ["dropped", 0],
+    ]);
+    expect(outcomes("cni_driver_pod_annotation_patches_total")).to.deep.equal([
+      ["ok", 0],
+      ["retried", 0],
+      ["dropped", 0],
+      ["gone", 0],
+    ]);
+    expect(outcomes("cni_driver_pod_events_total")).to.deep.equal([
+      ["created", 0],
+      ["updated", 0],
+      ["failed", 0],
+    ]);
+  });
+
+  // Applications of the node link in order → the gauge (undefined: absent) and the failures.
+  const nodeLink: [string, ("ok" | "failed" | "none")[], number | undefined, number][] = [
+    ["in place", ["ok"], 1, 0],
+    ["failed", ["failed"], 0, 1],
+    ["failed twice, then in place", ["failed", "failed", "ok"], 1, 2],
+    ["in place, then failing on a resync", ["ok", "ok", "failed"], 0, 1],
+    ["no link planned any more", ["ok", "none"], undefined, 0],
+    ["failed, then no link planned: the failure still counts", ["failed", "none"], undefined, 1],
+  ];
+  for (const [what, applied, gauge, failures] of nodeLink) {
+    it(`node link: ${what}: cni_driver_node_link_ready ${gauge ?? "absent"}, ${failures} failures`, () => {
+      const m = new Metrics();
+      for (const o of applied) m.nodeLinkApplied(o);
+      const s = parseExposition(m.render());
+      const ready = find(s, "cni_driver_node_link_ready", {});
+      expect(ready.map((x) => x.value)).to.deep.equal(gauge === undefined ? [] : [gauge]);
+      expect(value(s, "cni_driver_node_link_failures_total")).to.equal(failures);
+    });
+  }
+
+  it("counts Node annotation writes, pod annotation patches and pod Events by outcome", () => {
+    const m = new Metrics();
+    m.nodeAnnotationWritten("retried");
+    m.nodeAnnotationWritten("ok");
+    m.nodeAnnotationWritten("dropped");
+    m.nodeAnnotationWritten("ok");
+    for (const o of ["ok", "ok", "ok", "retried", "gone", "dropped", "retried"] as const)
+      m.podAnnotationPatched(o);
+    m.podEventWritten("created");
+    m.podEventWritten("updated");
+    m.podEventWritten("updated");
+    m.podEventWritten("failed");
+    const s = parseExposition(m.render());
+    const table: [string, string, number][] = [
+      ["cni_driver_node_annotation_writes_total", "ok", 2],
+      ["cni_driver_node_annotation_writes_total", "retried", 1],
+      ["cni_driver_node_annotation_writes_total", "dropped", 1],
+      ["cni_driver_pod_annotation_patches_total", "ok", 3],
+      ["cni_driver_pod_annotation_patches_total", "retried", 2],
+      ["cni_driver_pod_annotation_patches_total", "dropped", 1],
+      ["cni_driver_pod_annotation_patches_total", "gone", 1],
+      ["cni_driver_pod_events_total", "created", 1],
+      ["cni_driver_pod_events_total", "updated", 2],
+      ["cni_driver_pod_events_total", "failed", 1],
+    ];
+    for (const [name, outcome, want] of table)
+      expect(value(s, name, { outcome }), `${name}{outcome="${outcome}"}`).to.equal(want);
+    // Nothing else moved.
+    expect(value(s, "cni_driver_node_link_failures_total")).to.equal(0);
+    expect(find(s, "cni_driver_node_link_ready", {})).to.deep.equal([]);
   });
 
   it("counts calls by verb and outcome", () => {

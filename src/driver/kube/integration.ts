@@ -7,7 +7,9 @@
  *   (kube/node-pod-cidrs.ts), unless `--pod-cidr` is given, which wins; until
  *   the Node has one, the driver is not ready and says why;
  * - after ADD, the pod is annotated `midonet.org/mac-address`, removed on DEL
- *   (kube/pod-annotations.ts);
+ *   of the attachment that set it (kube/pod-annotations.ts,
+ *   kube/annotation-owners.ts: who set it is seeded from the result cache at
+ *   start, before the first DEL is served);
  * - `--configmap NAMESPACE/NAME` follows the ConfigMap through the API, the
  *   mount being the fallback (kube/configmap-mirror.ts);
  * - a failed SetUpPod leaves a Warning Event on the Pod (kube/pod-events.ts).
@@ -20,7 +22,9 @@
 import { join } from "node:path";
 import type pino from "pino";
 import type { PodCidrs } from "../pod-cidr.js";
+import type { ListedAttachment } from "../result-cache.js";
 import type { PodAttachmentInfo, PodNetworkObserver } from "../service.js";
+import { AnnotationOwners, annotationOwnersFromCache } from "./annotation-owners.js";
 import {
   connectKubeApi,
   describeKubeConfigSource,
@@ -31,8 +35,13 @@ import {
 import type { BackoffPolicy } from "./backoff.js";
 import { ConfigMapMirror, type ConfigMapRef, parseConfigMapRef } from "./configmap-mirror.js";
 import { NodePodCidrs } from "./node-pod-cidrs.js";
-import { MAC_ADDRESS_ANNOTATION, PodAnnotationQueue, podInterfaceMac } from "./pod-annotations.js";
-import { PodEventRecorder } from "./pod-events.js";
+import {
+  MAC_ADDRESS_ANNOTATION,
+  type PodAnnotationMetrics,
+  PodAnnotationQueue,
+  podInterfaceMac,
+} from "./pod-annotations.js";
+import { type PodEventMetrics, PodEventRecorder } from "./pod-events.js";
 
 /** The API copy of the `--configmap` ConfigMap, under `--state-dir`. */
 export const CONFIGMAP_COPY_DIR = "configmap-api";
@@ -97,6 +106,8 @@ export interface KubeIntegrationDeps {
   setPodCidrs: (c: PodCidrs) => Promise<void>;
   /** The ConfigSource's reload. */
   reloadConfig: () => Promise<void>;
+  /** Counts the outcomes of annotation patches and Events (the driver's metrics). */
+  metrics?: PodAnnotationMetrics & PodEventMetrics;
 }
 
 export class KubeIntegration {
@@ -105,6 +116,8 @@ export class KubeIntegration {
   readonly node: NodePodCidrs | undefined;
   readonly mirror: ConfigMapMirror | undefined;
   readonly annotations: PodAnnotationQueue;
+  /** Which attachment set each pod's annotation (see seedAnnotationOwners). */
+  readonly owners = new AnnotationOwners();
   readonly events: PodEventRecorder;
   readonly observer: PodNetworkObserver;
   private connect!: () => void;
@@ -173,13 +186,15 @@ export class KubeIntegration {
       logger: deps.logger,
       backoff: tuning.annotationBackoff,
       maxAttempts: tuning.annotationAttempts,
+      metrics: deps.metrics,
     });
     this.events = new PodEventRecorder({
       api: usable,
       nodeName: settings.nodeName,
       logger: deps.logger,
+      metrics: deps.metrics,
     });
-    this.observer = podObserver(this.annotations, this.events);
+    this.observer = podObserver(this.annotations, this.events, this.owners);
   }
 
   /** For the ConfigSource: the directory to read (set only with `--configmap`). */
@@ -197,6 +212,35 @@ export class KubeIntegration {
     this.node?.follow(this.api);
     this.started = true;
     this.connect();
+  }
+
+  /**
+   * Learns from the result cache which attachment set each pod's annotation,
+   * so that a DEL after a restart still spares the annotation of a newer
+   * sandbox of the same pod. Call once at start, before the first DEL is
+   * served. Writes nothing to the API. A cache that cannot be listed leaves
+   * no owner known (a DEL then removes the annotation, as before); it is
+   * logged, not fatal. Returns the number of pods with an owner.
+   */
+  async seedAnnotationOwners(cache: {
+    list(): Promise<readonly ListedAttachment[]>;
+  }): Promise<number> {
+    let entries: readonly ListedAttachment[];
+    try {
+      entries = await cache.list();
+    } catch (err) {
+      this.log.warn(
+        { err: String(err) },
+        "cannot list the result cache: pod annotation owners unknown until the next ADD",
+      );
+      return this.owners.size;
+    }
+    this.owners.seed(annotationOwnersFromCache(entries));
+    this.log.debug(
+      { pods: this.owners.size },
+      "pod annotation owners seeded from the result cache",
+    );
+    return this.owners.size;
   }
 
   /** Why the driver cannot serve ADD on the API's account (the Node without a pod CIDR). */
@@ -240,28 +284,23 @@ export class KubeIntegration {
 export function podObserver(
   annotations: PodAnnotationQueue,
   events: PodEventRecorder,
+  owners: AnnotationOwners = new AnnotationOwners(),
 ): PodNetworkObserver {
-  /** pod → the attachment (container id + ifname) whose MAC the annotation holds. */
-  const owner = new Map<string, string>();
   const podOf = (a: PodAttachmentInfo) =>
     a.pod.namespace && a.pod.name ? { namespace: a.pod.namespace, name: a.pod.name } : undefined;
-  const podKey = (p: { namespace: string; name: string }) => `${p.namespace}/${p.name}`;
-  const attachmentOf = (a: PodAttachmentInfo) => `${a.containerId}\u0000${a.ifName}`;
   return {
     attached(a, result) {
       const pod = podOf(a);
       if (!pod) return;
       const mac = podInterfaceMac(result, a.ifName);
       if (!mac) return;
-      owner.set(podKey(pod), attachmentOf(a));
+      owners.claim(pod, a);
       annotations.set(pod, MAC_ADDRESS_ANNOTATION, mac);
     },
     detached(a) {
       const pod = podOf(a);
       if (!pod) return;
-      const holder = owner.get(podKey(pod));
-      if (holder !== undefined && holder !== attachmentOf(a)) return;
-      owner.delete(podKey(pod));
+      if (!owners.release(pod, a)) return;
       annotations.set(pod, MAC_ADDRESS_ANNOTATION, null);
     },
     setUpFailed(a, step, error) {

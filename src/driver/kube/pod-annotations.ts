@@ -47,9 +47,21 @@ export function isRetryable(err: unknown): boolean {
   return status === 409 || status === 429 || status >= 500;
 }
 
+/**
+ * How one annotation write ended: landed, failed and to be retried, given up,
+ * or (pods only) not needed any more because the object is gone.
+ */
+export type AnnotationWriteOutcome = "ok" | "retried" | "dropped" | "gone";
+
+/** What the driver's metrics count of the queue. */
+export interface PodAnnotationMetrics {
+  podAnnotationPatched(outcome: AnnotationWriteOutcome): void;
+}
+
 export interface AnnotationQueueOptions {
   api: Promise<KubeApi | undefined>;
   logger: pino.Logger;
+  metrics?: PodAnnotationMetrics;
   /** Attempts per change before it is dropped (default 8). */
   maxAttempts?: number;
   /** Between attempts (default 100 ms doubling to 5 s: 8 attempts span ~10 s). */
@@ -157,15 +169,18 @@ export class PodAnnotationQueue {
     if (!api) return;
     try {
       await api.patchPodAnnotations(p.pod, p.want);
+      this.o.metrics?.podAnnotationPatched("ok");
       this.log.debug({ pod: id, annotations: p.want }, "pod annotated");
     } catch (err) {
       const status = err instanceof KubeApiError ? err.status : undefined;
       if (status === 404) {
+        this.o.metrics?.podAnnotationPatched("gone");
         this.log.debug({ pod: id }, "pod gone; annotation dropped");
         return;
       }
       p.attempt++;
       if (!isRetryable(err) || p.attempt >= this.maxAttempts) {
+        this.o.metrics?.podAnnotationPatched("dropped");
         this.log.warn(
           { pod: id, annotations: p.want, attempts: p.attempt, err: (err as Error).message },
           "annotating the pod failed; giving up",
@@ -178,6 +193,7 @@ export class PodAnnotationQueue {
 
   private retryLater(id: string, p: Pending, err: unknown): void {
     if (this.closed) return;
+    this.o.metrics?.podAnnotationPatched("retried");
     // A change that arrived meanwhile carries the newer wish; it goes instead, at the backoff.
     const newer = this.inFlight.get(id);
     if (newer) {

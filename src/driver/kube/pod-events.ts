@@ -44,10 +44,19 @@ export function setUpFailedMessage(f: FailedSetUp): string {
   return text.length > 1024 ? `${text.slice(0, 1021)}...` : text;
 }
 
+/** How one Event write ended: a new Event, a repeat counted into one, or a failure (not retried). */
+export type PodEventOutcome = "created" | "updated" | "failed";
+
+/** What the driver's metrics count of the recorder. */
+export interface PodEventMetrics {
+  podEventWritten(outcome: PodEventOutcome): void;
+}
+
 export interface PodEventRecorderOptions {
   api: Promise<KubeApi | undefined>;
   nodeName?: string;
   logger: pino.Logger;
+  metrics?: PodEventMetrics;
   /** A repeat within this window counts into the same Event (default 10 min). */
   seriesWindowMs?: number;
   /** Writes a pod may burst (default 5) … */
@@ -177,6 +186,7 @@ export class PodEventRecorder {
     try {
       const api = await this.o.api.catch(() => undefined);
       if (!api) return;
+      let outcome: PodEventOutcome = "created";
       if (s.name) {
         try {
           await api.patchEvent(s.namespace, s.name, {
@@ -184,6 +194,7 @@ export class PodEventRecorder {
             lastTimestamp: s.last.toISOString(),
             message: s.message,
           });
+          outcome = "updated";
         } catch (err) {
           // The Event expired (events live an hour): start a new one.
           if (!(err instanceof KubeApiError && err.status === 404)) throw err;
@@ -192,7 +203,9 @@ export class PodEventRecorder {
       } else {
         s.name = await api.createEvent(s.namespace, body());
       }
+      this.o.metrics?.podEventWritten(outcome);
     } catch (err) {
+      this.o.metrics?.podEventWritten("failed");
       this.log.warn(
         { namespace: s.namespace, err: (err as Error).message },
         "recording an Event failed",
