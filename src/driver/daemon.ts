@@ -321,6 +321,7 @@ export async function startDriver(
     attachments,
     stateDir: opts.stateDir,
     logger,
+    podObserver: kube?.observer,
   };
   await recoverAtStart(recoveryDeps);
   recovered = true;

@@ -35,6 +35,11 @@ export interface ValidAttachment {
   ifName: string;
 }
 
+/** An attachment GC tore down, with the CNI_ARGS it was set up with (its pod, for observers). */
+export interface RemovedAttachment extends ValidAttachment {
+  cniArgs: readonly CniArgPair[];
+}
+
 export interface ExecutorLogger {
   warn(obj: object, msg: string): void;
 }
@@ -192,11 +197,11 @@ export class ChainExecutor {
   async gc(
     list: NetworkConfigList,
     valid: readonly ValidAttachment[],
-  ): Promise<{ removed: number; removedAttachments: ValidAttachment[]; errors: CniError[] }> {
+  ): Promise<{ removed: number; removedAttachments: RemovedAttachment[]; errors: CniError[] }> {
     if (list.disableGC) return { removed: 0, removedAttachments: [], errors: [] };
     const keep = new Set(valid.map((v) => `${v.containerId}\u0000${v.ifName}`));
     const errors: CniError[] = [];
-    const removedAttachments: ValidAttachment[] = [];
+    const removedAttachments: RemovedAttachment[] = [];
     for (const entry of await this.cache.list()) {
       if (entry.networkName !== list.name || keep.has(`${entry.containerId}\u0000${entry.ifName}`))
         continue;
@@ -208,7 +213,11 @@ export class ChainExecutor {
           cniArgs: entry.cniArgs ?? [],
           capabilityArgs: entry.capabilityArgs ?? {},
         });
-        removedAttachments.push({ containerId: entry.containerId, ifName: entry.ifName });
+        removedAttachments.push({
+          containerId: entry.containerId,
+          ifName: entry.ifName,
+          cniArgs: entry.cniArgs ?? [],
+        });
       } catch (err) {
         const e = CniError.from(err);
         errors.push(

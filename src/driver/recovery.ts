@@ -23,7 +23,12 @@ import type { ChainExecutor } from "./executor.js";
 import type { AttachmentLocks } from "./locks.js";
 import { attachmentKey } from "./locks.js";
 import type { ResultCache } from "./result-cache.js";
-import type { AttachmentIndex } from "./service.js";
+import {
+  type AttachmentIndex,
+  attachmentInfoFromArgs,
+  type PodAttachmentInfo,
+  type PodNetworkObserver,
+} from "./service.js";
 
 export interface RecoveryDeps {
   cache: ResultCache;
@@ -33,6 +38,8 @@ export interface RecoveryDeps {
   attachments: AttachmentIndex;
   stateDir: string;
   logger: pino.Logger;
+  /** Told of each replayed DEL, as of a DEL served (the pod's annotation goes with it). */
+  podObserver?: PodNetworkObserver;
 }
 
 export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
@@ -114,6 +121,10 @@ export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
       );
       await unlink(path);
       replayed++;
+      tellDetached(
+        d,
+        attachmentInfoFromArgs(network, record.containerId, record.ifName, record.cniArgs),
+      );
       d.logger.info(
         { network, containerId: record.containerId, ifName: record.ifName },
         "replayed queued deletion",
@@ -124,6 +135,14 @@ export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
     }
   }
   return replayed;
+}
+
+function tellDetached(d: RecoveryDeps, info: PodAttachmentInfo): void {
+  try {
+    d.podObserver?.detached(info);
+  } catch (err) {
+    d.logger.error({ err: String(err) }, "pod observer failed");
+  }
 }
 
 /** host-local's lease directories of a network: one per host-local `ipam` in its chain. */

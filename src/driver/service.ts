@@ -6,6 +6,7 @@
  */
 import { performance } from "node:perf_hooks";
 import type pino from "pino";
+import { type CniArgPair, podIdentityFromArgs } from "../cni/args.js";
 import type { NetworkConfigList } from "../cni/conflist.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { convertResult, formatResult, toResult100 } from "../cni/result.js";
@@ -53,6 +54,29 @@ export interface PodAttachmentInfo {
   containerId: string;
   ifName: string;
   network: string;
+}
+
+/**
+ * The attachment as observers see it, for a teardown the driver did on its own
+ * (GC, a replayed queued DEL): the pod from the CNI_ARGS it was set up or queued with.
+ */
+export function attachmentInfoFromArgs(
+  network: string,
+  containerId: string,
+  ifName: string,
+  cniArgs: readonly CniArgPair[],
+): PodAttachmentInfo {
+  const { namespace, name, uid } = podIdentityFromArgs(cniArgs);
+  return {
+    pod: {
+      ...(namespace ? { namespace } : {}),
+      ...(name ? { name } : {}),
+      ...(uid ? { uid } : {}),
+    },
+    containerId,
+    ifName,
+    network,
+  };
 }
 
 /**
@@ -248,8 +272,16 @@ export class DriverService {
             const out = await this.d.executor.gc(list, valid);
             removed += out.removed;
             errors.push(...out.errors);
-            for (const gone of out.removedAttachments)
+            for (const gone of out.removedAttachments) {
               this.d.attachments.remove(list.name, gone.containerId, gone.ifName);
+              const info = attachmentInfoFromArgs(
+                list.name,
+                gone.containerId,
+                gone.ifName,
+                gone.cniArgs,
+              );
+              this.tell((o) => o.detached(info));
+            }
           }
         });
         const wire = errors.map(toWireError);

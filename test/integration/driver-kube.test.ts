@@ -32,6 +32,7 @@ import {
 } from "../../src/driver/kube/pod-annotations.js";
 import { EVENT_REASON_SETUP_FAILED, setUpFailedMessage } from "../../src/driver/kube/pod-events.js";
 import { contentHash } from "../../src/driver/network-config.js";
+import { queueDeletion } from "../../src/remote-plugin-shim/deletion-queue.js";
 import type { CniStatusResponse, PodResponse } from "../../src/wire/types.js";
 import { DriverHarness, expectNoCniError, REPO_ROOT, sleep } from "../support/driver-harness.js";
 import {
@@ -650,6 +651,58 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
     expectNoCniError(await h.client.tearDownPod(sandbox("b")));
     await until(() => annotationOf(env.server, name) === undefined, "the annotation removed");
     expect(h.leases()).to.deep.equal([]);
+  });
+
+  it("an attachment GC tears down takes its pod's annotation with it", async () => {
+    const name = h.podName(9);
+    env.server.put("pods", { metadata: { name, namespace: NS }, spec: { nodeName } });
+    createNetns(h.netnsName(9));
+    const res = await h.client.setUpPod(h.podRequest(9, { pod: { namespace: NS, name, uid: "" } }));
+    expectNoCniError(res);
+    await until(() => annotationOf(env.server, name) === podMac(res), "the MAC annotation");
+    // Every other cached attachment of the suite stays valid.
+    const valid = h
+      .cacheFiles()
+      .map((f) => new RegExp(`^${h.network}-(.+)-(eth\\d+)$`).exec(f))
+      .filter((m): m is RegExpExecArray => m !== null && m[1] !== h.containerId(9))
+      .map((m) => ({ container_id: m[1] as string, ifname: m[2] as string }));
+    const gc = await h.client.garbageCollect({
+      networks: [{ network: h.network, valid_attachments: valid }],
+    });
+    expect(gc.error).to.equal(null);
+    expect(gc.removed_attachments).to.equal(1);
+    await until(() => annotationOf(env.server, name) === undefined, "the annotation removed");
+    deleteNetns(h.netnsName(9));
+  });
+
+  it("a DEL the shim queued while the driver was down, replayed at start, takes the pod's annotation with it", async () => {
+    const name = h.podName(10);
+    env.server.put("pods", { metadata: { name, namespace: NS }, spec: { nodeName } });
+    createNetns(h.netnsName(10));
+    const res = await h.client.setUpPod(
+      h.podRequest(10, { pod: { namespace: NS, name, uid: "" } }),
+    );
+    expectNoCniError(res);
+    await until(() => annotationOf(env.server, name) === podMac(res), "the MAC annotation");
+
+    expect(await h.stop()).to.equal(0);
+    queueDeletion(h.stateDir, {
+      kind: "cniDriverDeletionV1",
+      network: h.network,
+      containerId: h.containerId(10),
+      ifName: "eth0",
+      netns: h.netnsPath(10),
+      cniArgs: [
+        ["K8S_POD_NAMESPACE", NS],
+        ["K8S_POD_NAME", name],
+      ],
+      cniVersion: "1.0.0",
+      queuedAtUnixMs: Date.now(),
+    });
+    await h.start();
+    await until(() => annotationOf(env.server, name) === undefined, "the annotation removed");
+    expect(h.cacheFiles().filter((f) => f.includes(h.containerId(10)))).to.deep.equal([]);
+    deleteNetns(h.netnsName(10));
   });
 });
 
