@@ -116,12 +116,13 @@ export async function readActualState(
   const memberLists = await mapLimit(zonesRead, READ_CONCURRENCY, (tz) =>
     client.tunnelZoneHosts.list(tz.id as string),
   );
+  // Memberships are put once the ports are read: which hosts are ours is known then.
+  const members: { tz: string; body: TunnelZoneHost }[] = [];
   for (const [i, tz] of zonesRead.entries()) {
     if (!tz.id) continue;
     put({ kind: "TunnelZone", body: tz }, tz.id === options.defaultTunnelZone);
     for (const m of memberLists[i] ?? []) {
-      const body: TunnelZoneHost = { hostId: m.hostId.toLowerCase(), ipAddress: m.ipAddress };
-      put({ kind: "TunnelZoneHost", parentId: tz.id, body }, tz.id === options.defaultTunnelZone);
+      members.push({ tz: tz.id, body: { hostId: m.hostId.toLowerCase(), ipAddress: m.ipAddress } });
     }
   }
 
@@ -206,6 +207,21 @@ export async function readActualState(
         true,
       );
     }
+  }
+
+  // A member of the default zone is ours when its host is a node's: wanted in the
+  // zone, or bound to one of our ports (a node deleted while we were down still
+  // is). Anything else in that zone (a gateway an operator added) is left alone.
+  const ourHosts = new Set<string>();
+  for (const r of options.desired)
+    if (r.kind === "TunnelZoneHost") ourHosts.add(r.body.hostId.toLowerCase());
+  for (const p of ports) {
+    const host = lower(p.hostId);
+    if (host !== null) ourHosts.add(host);
+  }
+  for (const m of members) {
+    const owned = m.tz === options.defaultTunnelZone && ourHosts.has(m.body.hostId);
+    put({ kind: "TunnelZoneHost", parentId: m.tz, body: m.body }, owned);
   }
 
   const ourChains = chains.filter(ours) as (Chain & { id: string })[];

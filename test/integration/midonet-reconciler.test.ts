@@ -358,6 +358,27 @@ describe("midonet reconciler (against the API simulator)", function () {
     expect(writeCalls().every((c) => c.startsWith("DELETE"))).to.equal(true);
   });
 
+  it("a host an operator put in the default tunnel zone (a gateway, no node's) is left there at resync; a deleted node's membership goes", async () => {
+    const h = await converged();
+    const gateway = "0b7c3a4e-9999-4a9a-8a9a-000000000009";
+    sim.addHost({ id: gateway, name: "gateway1" });
+    const zone = h.mapper.config.ids.defaultTunnelZone;
+    await h.client.tunnelZoneHosts.create(zone, { hostId: gateway, ipAddress: "192.168.1.250" });
+    sim.clearCalls();
+
+    const restarted = harness();
+    fullCluster(restarted.mapper);
+    restarted.mapper.deleteNode("node3");
+    for (const i of [2, 5]) restarted.mapper.deletePod("default", `web-${i}`);
+    expect((await restarted.reconciler.resync()).ok).to.equal(true);
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    const members = (await h.client.tunnelZoneHosts.list(zone)).map((m) => m.hostId.toLowerCase());
+    expect(members).to.include(gateway);
+    expect(members).to.not.include(HOSTS.node3);
+    expect(writeCalls().filter((c) => c.includes(gateway))).to.deep.equal([]);
+  });
+
   it("drift is repaired at resync: a bridge's filter cleared by hand is PUT back, a rule out of order re-made in place", async () => {
     const h = await converged();
     const cfg = h.mapper.config;
