@@ -242,7 +242,7 @@ export class ReferenceChain {
   }
 
   describe(): string {
-    return `reference: ptp + host-local on ${this.subnet}, exec'd directly (no shell)`;
+    return `reference: ptp + host-local on ${this.subnet}, exec'd as a runtime does (no shell)`;
   }
 }
 
