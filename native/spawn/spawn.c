@@ -237,7 +237,7 @@ static void pump(job_t *job, int in_wr, int out_rd, int err_rd, int pidfd) {
     fds[n++] = (struct pollfd){.fd = job->ctl, .events = POLLIN};
     if (poll(fds, n, -1) < 0) {
       if (errno == EINTR) continue;
-      break; /* cannot happen with valid fds; reaping below still bounds the job */
+      break; /* ENOMEM: stop reading; the caller waits for the exit, which kill() can bring */
     }
     if (i_in >= 0 && fds[i_in].revents) {
       ssize_t w = write(in_wr, job->in + in_off, job->in_len - in_off);
@@ -287,6 +287,11 @@ static void run_job(job_t *job) {
       close_fd(&in[1]);
       close_fd(&out[0]);
       close_fd(&err[0]);
+    }
+    // Wait for the exit without reaping and without the lock, so that kill() can
+    // still signal the group meanwhile; then reap under the lock, at once.
+    siginfo_t info;
+    while (waitid(P_PID, (id_t)job->pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
     }
     pthread_mutex_lock(&job->mu);
     while (waitpid(job->pid, &job->wait_status, 0) < 0 && errno == EINTR) {
