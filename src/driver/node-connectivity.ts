@@ -35,7 +35,7 @@ import {
   removeNodeLink,
 } from "../plumbing/node-link.js";
 import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
-import type { KubeApi, ObjectWatch } from "./kube/api.js";
+import type { KubeApi } from "./kube/api.js";
 import { type BackoffPolicy, backoffDelay } from "./kube/backoff.js";
 import {
   type AnnotationWriteOutcome,
@@ -169,9 +169,6 @@ export interface NodeConnectivityOptions {
  * removed (`remove` is the MAC of the link that went).
  */
 type AnnotationTarget = { set: string } | { remove: string };
-
-/** A bound on reading the Node before removing its annotation. */
-const NODE_READ_TIMEOUT_MS = 10_000;
 
 export class NodeConnectivity {
   /** Failed attempts since start. */
@@ -429,7 +426,7 @@ export class NodeConnectivity {
         } else if (
           // Set by us in this process, or the removed link's MAC set by an earlier one.
           this.annotated === undefined &&
-          (await readNodeAnnotation(api, nodeName)) !== t.remove
+          (await api.readNodeAnnotations(nodeName))[MAC_ADDRESS_ANNOTATION] !== t.remove
         ) {
           this.removed = t;
           this.log.debug({ node: nodeName }, "the Node's annotation is not ours; left alone");
@@ -462,37 +459,4 @@ export class NodeConnectivity {
       }
     }
   }
-}
-
-/** The Node's MAC annotation as the API server has it now: one list through a watch, bounded. */
-function readNodeAnnotation(api: KubeApi, nodeName: string): Promise<string | undefined> {
-  return new Promise((resolve, reject) => {
-    let watch: ObjectWatch | undefined;
-    let done = false;
-    const finish = (settle: () => void): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      settle();
-      // The object is known once listed: nothing more to follow.
-      queueMicrotask(() => void watch?.stop().catch(() => {}));
-    };
-    const timer = setTimeout(
-      () => finish(() => reject(new Error(`reading Node ${nodeName}: no answer`))),
-      NODE_READ_TIMEOUT_MS,
-    );
-    timer.unref();
-    watch = api.watchObject(
-      "nodes",
-      { name: nodeName },
-      {
-        onObject: (obj) => {
-          const meta = obj?.metadata as { annotations?: Record<string, string> } | undefined;
-          finish(() => resolve(meta?.annotations?.[MAC_ADDRESS_ANNOTATION]));
-        },
-        onError: (message) =>
-          finish(() => reject(new Error(`reading Node ${nodeName}: ${message}`))),
-      },
-    );
-  });
 }

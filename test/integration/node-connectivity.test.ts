@@ -17,12 +17,7 @@ import { expect } from "chai";
 import pino from "pino";
 import { CniError } from "../../src/cni/errors.js";
 import { readMidonetConfig } from "../../src/driver/builtin/midonet-plugin.js";
-import {
-  type KubeApi,
-  KubeApiError,
-  type ObjectWatch,
-  type ObjectWatchHandlers,
-} from "../../src/driver/kube/api.js";
+import { type KubeApi, KubeApiError } from "../../src/driver/kube/api.js";
 import {
   type AnnotationWriteOutcome,
   MAC_ADDRESS_ANNOTATION,
@@ -346,7 +341,7 @@ const loud = (lines: Record<string, unknown>[]) =>
 
 /**
  * A fake API holding one Node's annotation: patches change it (unless `refuse`
- * answers an error for them), and watchObject reads it, as a list would.
+ * answers an error for them), and readNodeAnnotations reads it.
  */
 function fakeNodeApi(initial?: string): {
   api: KubeApi;
@@ -371,13 +366,8 @@ function fakeNodeApi(initial?: string): {
       if (v === null || v === undefined) delete node.annotation;
       else node.annotation = v;
     },
-    watchObject: (_r: string, _ref: unknown, h: ObjectWatchHandlers): ObjectWatch => {
-      setTimeout(() => {
-        const annotations = node.annotation ? { [MAC_ADDRESS_ANNOTATION]: node.annotation } : {};
-        h.onObject({ metadata: { name: "node-1", annotations } as never });
-      }, 1);
-      return { synced: true, lastError: undefined, stop: async () => {} };
-    },
+    readNodeAnnotations: async (): Promise<Record<string, string>> =>
+      node.annotation ? { [MAC_ADDRESS_ANNOTATION]: node.annotation } : {},
   } as unknown as KubeApi;
   return fake;
 }

@@ -125,6 +125,8 @@ export interface KubeApi {
   ): Promise<void>;
   /** JSON merge patch of a Node's metadata.annotations: a string sets a key, null removes it. */
   patchNodeAnnotations(name: string, annotations: Record<string, string | null>): Promise<void>;
+  /** A Node's metadata.annotations as the API server has them now (a GET). */
+  readNodeAnnotations(name: string): Promise<Record<string, string>>;
   /** Creates an Event; answers its name. */
   createEvent(namespace: string, body: CoreEventBody): Promise<string>;
   /** JSON merge patch of an Event (a series' count and lastTimestamp). */
@@ -264,6 +266,11 @@ class ClientNodeApi implements KubeApi {
     await this.call(() =>
       this.core.patchNode({ name, body: { metadata: { annotations } } }, this.callOptions(true)),
     );
+  }
+
+  async readNodeAnnotations(name: string): Promise<Record<string, string>> {
+    const node = await this.call(() => this.core.readNode({ name }, this.callOptions()));
+    return node.metadata?.annotations ?? {};
   }
 
   async createEvent(namespace: string, body: CoreEventBody): Promise<string> {
