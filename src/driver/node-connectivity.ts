@@ -10,8 +10,7 @@
  * - `net.ipv4.ip_forward` = 1 (only in this mode: the kernel datapath leaves
  *   the host's sysctls alone);
  * - with the Kubernetes API and a node name, the Node annotated
- *   `midonet.org/mac-address` = the MAC of midokube-node, off the CNI path,
- *   retried with backoff on conflicts and outages.
+ *   `midonet.org/mac-address` = the MAC of midokube-node (kube/node-annotation.ts).
  *
  * Applied on every config load (a pod CIDR change is one), and again every
  * `resyncMs` while a link is planned, so that a link, address or route removed
@@ -20,8 +19,7 @@
  * silent. A failure is logged, counted, makes the driver not ready with the
  * reason, and is retried with backoff until it works or the next load
  * replaces it. When a load no longer plans a link, the link this process set
- * up is removed, and with it the Node's annotation (only when this process
- * set it, or when it holds the removed link's MAC).
+ * up is removed, and with it the Node's annotation.
  */
 import type pino from "pino";
 import { cidrNetwork, formatIp, type ParsedCidr, parseCidr } from "../cni/ip.js";
@@ -37,11 +35,8 @@ import {
 import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import type { KubeApi } from "./kube/api.js";
 import { type BackoffPolicy, backoffDelay } from "./kube/backoff.js";
-import {
-  type AnnotationWriteOutcome,
-  isRetryable,
-  MAC_ADDRESS_ANNOTATION,
-} from "./kube/pod-annotations.js";
+import { NodeMacAnnotation } from "./kube/node-annotation.js";
+import type { AnnotationWriteOutcome } from "./kube/pod-annotations.js";
 import type { DriverConfig } from "./network-config.js";
 
 export interface NodeLinkPlan extends Required<Pick<NodeLinkSpec, "nodeIf" | "peerIf">> {
@@ -164,12 +159,6 @@ export interface NodeConnectivityOptions {
   enableForwarding?: () => Promise<boolean>;
 }
 
-/**
- * What the Node's annotation should become: the MAC of the link in place, or
- * removed (`remove` is the MAC of the link that went).
- */
-type AnnotationTarget = { set: string } | { remove: string };
-
 export class NodeConnectivity {
   /** Failed attempts since start. */
   failures = 0;
@@ -189,17 +178,18 @@ export class NodeConnectivity {
   /** The plan last applied successfully. */
   private applied: NodeLinkPlan | undefined;
   private closed = false;
-  private annotating = false;
-  private target: AnnotationTarget | undefined;
-  /** The removal target last carried out (or found nothing of ours to remove). */
-  private removed: AnnotationTarget | undefined;
-  /** The target given up on; tried again after the next config load. */
-  private gaveUpOn: AnnotationTarget | undefined;
-  /** The MAC this process set on the Node and saw land (undefined: none, or removed since). */
-  private annotated: string | undefined;
+  private readonly annotation: NodeMacAnnotation;
 
   constructor(private readonly o: NodeConnectivityOptions) {
     this.log = o.logger.child({ component: "node-connectivity" });
+    this.annotation = new NodeMacAnnotation({
+      logger: this.log,
+      api: o.api,
+      nodeName: o.nodeName,
+      backoff: o.annotationBackoff,
+      attempts: o.annotationAttempts,
+      metrics: o.metrics,
+    });
   }
 
   /** Takes a newly loaded config; returns at once (the work is queued, never overlapping). */
@@ -208,7 +198,7 @@ export class NodeConnectivity {
     this.wanted = cfg;
     this.attempt = 0;
     this.resyncNext = false;
-    this.gaveUpOn = undefined;
+    this.annotation.retryGivenUp();
     clearTimeout(this.timer);
     this.timer = undefined;
     clearTimeout(this.resyncTimer);
@@ -229,6 +219,7 @@ export class NodeConnectivity {
 
   stop(): void {
     this.closed = true;
+    this.annotation.stop();
     clearTimeout(this.timer);
     this.timer = undefined;
     clearTimeout(this.resyncTimer);
@@ -303,9 +294,9 @@ export class NodeConnectivity {
       // too, and the Node's annotation naming its MAC with it.
       if (previous && (await this.removeLink(previous))) {
         this.mac = undefined;
-        if (mac !== undefined) this.target = { remove: mac };
+        if (mac !== undefined) this.annotation.remove(mac);
       }
-      this.annotate();
+      this.annotation.kick();
       return;
     }
     try {
@@ -341,9 +332,7 @@ export class NodeConnectivity {
         // when ensure re-created the pair under a reused peer name).
         await this.removeLink(previous, plan);
       }
-      const t = this.target;
-      if (!(t && "set" in t && t.set === mac)) this.target = { set: mac };
-      this.annotate();
+      this.annotation.set(mac);
       this.scheduleResync();
     } catch (err) {
       this.fail(err instanceof Error ? err.message : String(err), plan);
@@ -383,80 +372,5 @@ export class NodeConnectivity {
       this.kick();
     }, delay);
     this.timer.unref();
-  }
-
-  /** Whether the Node's annotation already is what `target` asks. */
-  private settled(): boolean {
-    const t = this.target;
-    if (!t) return true;
-    return "set" in t ? t.set === this.annotated : t === this.removed;
-  }
-
-  /** Starts writing the Node's annotation towards the target, unless that is under way or done. */
-  private annotate(): void {
-    if (this.annotating || this.closed || !this.o.api || !this.o.nodeName) return;
-    if (this.settled() || this.target === this.gaveUpOn) return;
-    this.annotating = true;
-    void this.annotateLoop(this.o.api, this.o.nodeName).finally(() => {
-      this.annotating = false;
-      // The target may have moved after the loop's last look.
-      if (!this.settled() && this.target !== this.gaveUpOn) this.annotate();
-    });
-  }
-
-  private async annotateLoop(apiP: Promise<KubeApi | undefined>, nodeName: string): Promise<void> {
-    const api = await apiP.catch(() => undefined);
-    if (!api) return;
-    const max = this.o.annotationAttempts ?? 10;
-    const backoff = this.o.annotationBackoff ?? { baseMs: 200, maxMs: 10_000 };
-    let attempt = 0;
-    let tried: AnnotationTarget | undefined;
-    while (!this.closed) {
-      const t = this.target;
-      if (!t || this.settled() || t === this.gaveUpOn) return;
-      if (t !== tried) {
-        tried = t;
-        attempt = 0;
-      }
-      try {
-        if ("set" in t) {
-          await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: t.set });
-          this.annotated = t.set;
-          this.log.info({ node: nodeName, mac: t.set }, "node annotated with the node link's MAC");
-        } else if (
-          // Set by us in this process, or the removed link's MAC set by an earlier one.
-          this.annotated === undefined &&
-          (await api.readNodeAnnotations(nodeName))[MAC_ADDRESS_ANNOTATION] !== t.remove
-        ) {
-          this.removed = t;
-          this.log.debug({ node: nodeName }, "the Node's annotation is not ours; left alone");
-          continue;
-        } else {
-          await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: null });
-          this.annotated = undefined;
-          this.removed = t;
-          this.log.info({ node: nodeName }, "node annotation removed with the node link");
-        }
-        this.o.metrics?.nodeAnnotationWritten("ok");
-      } catch (err) {
-        attempt++;
-        if (!isRetryable(err) || attempt >= max) {
-          this.o.metrics?.nodeAnnotationWritten("dropped");
-          this.gaveUpOn = t;
-          this.log.warn(
-            {
-              node: nodeName,
-              ...("set" in t ? { mac: t.set } : { removing: t.remove }),
-              attempts: attempt,
-              err: (err as Error).message,
-            },
-            "annotating the Node failed; giving up until the next config load",
-          );
-          return;
-        }
-        this.o.metrics?.nodeAnnotationWritten("retried");
-        await new Promise((r) => setTimeout(r, backoffDelay(backoff, attempt - 1)).unref());
-      }
-    }
   }
 }
