@@ -33,8 +33,14 @@
  * every signal at its default disposition and none blocked (Node ignores
  * SIGPIPE; an ignored signal would survive the exec), and with no descriptor
  * of ours but its three pipes.
+ *
+ * The pool outlives the Node environment that queued a job (process.exit, a
+ * worker terminated while plugins run): the library stays mapped for its
+ * threads, and a job that ends after its environment's teardown began is
+ * dropped rather than handed to a threadsafe function Node has freed.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -71,6 +77,10 @@ typedef struct {
 typedef struct {
   napi_threadsafe_function tsfn;
   uint32_t inflight; /* main thread only; the tsfn keeps the event loop alive while > 0 */
+  /* Set by the environment's cleanup hook: from then on Node may free the tsfn
+   * at any moment, so a pool thread checks it and calls the tsfn under mu. */
+  pthread_mutex_t mu;
+  int closing;
 } module_t;
 
 typedef struct job {
@@ -99,6 +109,7 @@ typedef struct job {
   size_t total_output;
   int too_much;
   int spawn_errno;
+  int waited; /* wait_status holds the plugin's end (waitpid succeeded) */
   int wait_status;
 
   /* Main thread only: the handle's finalizer and deliver() each drop one. */
@@ -123,16 +134,33 @@ static napi_value throw_type(napi_env env, const char *message) {
   return NULL;
 }
 
-static void free_job(job_t *job) {
+/*
+ * Everything a job holds but its mutex and state. deliver() calls it: the
+ * handle lives on until the garbage collector finalizes it, which can be much
+ * later, and until then the job would hold an eventfd and up to maxOutput of
+ * copied output that V8 does not know about (a burst of execs piled up
+ * descriptors and memory between collections).
+ */
+static void release_io(job_t *job) {
   free(job->path);
+  job->path = NULL;
   if (job->envp) {
     for (char **e = job->envp; *e; e++) free(*e);
     free(job->envp);
+    job->envp = NULL;
   }
   free(job->in);
+  job->in = NULL;
   free(job->out.data);
+  job->out = (buffer_t){0};
   free(job->err.data);
+  job->err = (buffer_t){0};
   if (job->ctl >= 0) close(job->ctl);
+  job->ctl = -1;
+}
+
+static void free_job(job_t *job) {
+  release_io(job);
   pthread_mutex_destroy(&job->mu);
   free(job);
 }
@@ -187,35 +215,70 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+/*
+ * pipe2, with both ends above the standard descriptors. Should the process have
+ * closed 0, 1 or 2 (and another thread closed its own end meanwhile), a
+ * plugin-side end could land on a standard descriptor that an earlier dup2 of
+ * start_plugin overwrites in the child (its stderr would become its stdout,
+ * say); and the driver's own writes to that number would reach the plugin.
+ */
+static int pipe_above_std(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) < 0) return -1;
+  for (int i = 0; i < 2; i++) {
+    if (fds[i] > 2) continue;
+    int moved = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+    if (moved < 0) {
+      int e = errno;
+      close(fds[0]);
+      close(fds[1]);
+      fds[0] = fds[1] = -1;
+      errno = e;
+      return -1;
+    }
+    close(fds[i]);
+    fds[i] = moved;
+  }
+  return 0;
+}
+
 static int start_plugin(job_t *job, int in_rd, int out_wr, int err_wr) {
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   sigset_t none, all;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_rd, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_wr, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_wr, 2);
-  // Whatever Node or another addon opened without O_CLOEXEC stays ours.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  posix_spawnattr_init(&attr);
   sigemptyset(&none);
   sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  int rc = posix_spawn_file_actions_init(&actions);
+  if (rc) return rc;
+  rc = posix_spawnattr_init(&attr);
+  if (rc) {
+    posix_spawn_file_actions_destroy(&actions);
+    return rc;
+  }
+  // Each of these allocates (ENOMEM): spawning without one would hand the
+  // plugin the driver's own stdout or stderr, or every descriptor we hold.
+  rc = posix_spawn_file_actions_adddup2(&actions, in_rd, 0);
+  if (!rc) rc = posix_spawn_file_actions_adddup2(&actions, out_wr, 1);
+  if (!rc) rc = posix_spawn_file_actions_adddup2(&actions, err_wr, 2);
+  // Whatever Node or another addon opened without O_CLOEXEC stays ours.
+  if (!rc) rc = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  if (!rc) rc = posix_spawnattr_setsigmask(&attr, &none);
+  if (!rc) rc = posix_spawnattr_setsigdefault(&attr, &all);
+  if (!rc)
+    rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                             POSIX_SPAWN_SETSIGDEF);
   // libcni's exec.Cmd gives the plugin its path as argv[0].
   char *argv[] = {job->path, NULL};
   pid_t pid = 0;
-  int rc;
-  pthread_mutex_lock(&job->mu);
-  if (job->stop_signal) {
-    rc = ECANCELED;
-  } else {
-    rc = posix_spawn(&pid, job->path, &actions, &attr, argv, job->envp);
-    if (rc == 0) job->pid = pid;
+  if (!rc) {
+    pthread_mutex_lock(&job->mu);
+    if (job->stop_signal) {
+      rc = ECANCELED;
+    } else {
+      rc = posix_spawn(&pid, job->path, &actions, &attr, argv, job->envp);
+      if (rc == 0) job->pid = pid;
+    }
+    pthread_mutex_unlock(&job->mu);
   }
-  pthread_mutex_unlock(&job->mu);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   return rc;
@@ -262,7 +325,7 @@ static void pump(job_t *job, int in_wr, int out_rd, int err_rd, int pidfd) {
 
 static void run_job(job_t *job) {
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+  if (pipe_above_std(in) < 0 || pipe_above_std(out) < 0 || pipe_above_std(err) < 0) {
     job->spawn_errno = errno;
   } else {
     job->spawn_errno = start_plugin(job, in[0], out[1], err[1]);
@@ -294,8 +357,12 @@ static void run_job(job_t *job) {
     while (waitid(P_PID, (id_t)job->pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
     }
     pthread_mutex_lock(&job->mu);
-    while (waitpid(job->pid, &job->wait_status, 0) < 0 && errno == EINTR) {
+    pid_t got;
+    while ((got = waitpid(job->pid, &job->wait_status, 0)) < 0 && errno == EINTR) {
     }
+    // Reaped by someone else (SIGCHLD ignored): the end is unknown, and a
+    // status of 0 left as it was would read as success.
+    job->waited = got == job->pid;
     job->reaped = 1;
     pthread_mutex_unlock(&job->mu);
   } else {
@@ -303,8 +370,13 @@ static void run_job(job_t *job) {
     close_fd(&out[0]);
     close_fd(&err[0]);
   }
-  // Fails only while the environment is torn down, at exit: the job is left to the exit then.
-  napi_call_threadsafe_function(job->mod->tsfn, job, napi_tsfn_blocking);
+  // Once the environment's teardown has begun, its tsfn may be freed at any
+  // moment: the job is left to the exit then (a terminated worker leaks it).
+  // Never blocks: the tsfn's queue is unbounded.
+  module_t *mod = job->mod;
+  pthread_mutex_lock(&mod->mu);
+  if (!mod->closing) napi_call_threadsafe_function(mod->tsfn, job, napi_tsfn_blocking);
+  pthread_mutex_unlock(&mod->mu);
 }
 
 static void *pool_thread(void *arg) {
@@ -413,10 +485,10 @@ static void deliver(napi_env env, napi_value unused, void *context, void *data) 
       napi_set_named_property(env, result, "stderr", value ? value : undefined);
       int status = job->wait_status;
       value = null;
-      if (WIFEXITED(status)) napi_create_int32(env, WEXITSTATUS(status), &value);
+      if (job->waited && WIFEXITED(status)) napi_create_int32(env, WEXITSTATUS(status), &value);
       napi_set_named_property(env, result, "exitCode", value);
       value = null;
-      if (WIFSIGNALED(status)) napi_create_int32(env, WTERMSIG(status), &value);
+      if (job->waited && WIFSIGNALED(status)) napi_create_int32(env, WTERMSIG(status), &value);
       napi_set_named_property(env, result, "signal", value);
       napi_get_boolean(env, job->too_much, &value);
       napi_set_named_property(env, result, "tooMuchOutput", value);
@@ -430,6 +502,8 @@ static void deliver(napi_env env, napi_value unused, void *context, void *data) 
     job->callback = NULL;
     if (--mod->inflight == 0) napi_unref_threadsafe_function(env, mod->tsfn);
   }
+  // The thread is done with the job; kill() on the handle now signals nothing.
+  release_io(job);
   drop_ref(job);
 }
 
@@ -494,7 +568,8 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
   pthread_mutex_init(&job->mu, NULL);
   job->ctl = -1;
   job->refs = 1;
-  job->max_output = (size_t)max_output;
+  // Infinity, or anything past SIZE_MAX, would make the conversion undefined.
+  job->max_output = max_output >= (double)SIZE_MAX ? SIZE_MAX : (size_t)max_output;
   void *in;
   size_t in_len;
   napi_get_buffer_info(env, argv[2], &in, &in_len);
@@ -509,7 +584,7 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
     free_job(job);
     return throw_errno(env, e, "spawn");
   }
-  memcpy(job->in, in, in_len);
+  if (in_len) memcpy(job->in, in, in_len); /* an empty Buffer's data may be NULL */
   job->in_len = in_len;
 
   module_t *mod = NULL;
@@ -552,7 +627,9 @@ static napi_value js_kill(napi_env env, napi_callback_info info) {
   if (sig == SIGKILL) __atomic_store_n(&job->abandon, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&job->mu);
   uint64_t one = 1;
-  if (write(job->ctl, &one, sizeof one) < 0) { /* the counter is already non-zero: awake anyway */
+  // ctl is closed once the job was delivered: there is no thread to wake then.
+  if (job->ctl >= 0 && write(job->ctl, &one, sizeof one) < 0) {
+    /* the counter is already non-zero: awake anyway */
   }
   return NULL;
 }
@@ -565,7 +642,27 @@ static napi_value js_supported(napi_env env, napi_callback_info info) {
   return value;
 }
 
+/*
+ * Node unloads an addon with the environment that loaded it (a worker's, when
+ * the worker ends), while pool threads may still be running a job in this
+ * library's code: it must stay mapped for the life of the process.
+ */
+static void pin_library(void) {
+  Dl_info info;
+  if (dladdr((void *)pin_library, &info) && info.dli_fname)
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+/* First of the environment's teardown; the tsfn is freed later in it. */
+static void env_closing(void *arg) {
+  module_t *mod = arg;
+  pthread_mutex_lock(&mod->mu);
+  mod->closing = 1;
+  pthread_mutex_unlock(&mod->mu);
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  pin_library();
   module_t *mod = calloc(1, sizeof *mod);
   napi_value name;
   napi_create_string_utf8(env, "cni_driver_spawn", NAPI_AUTO_LENGTH, &name);
@@ -575,6 +672,10 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     napi_throw_error(env, NULL, "cni_driver_spawn: cannot create its threadsafe function");
     return NULL;
   }
+  pthread_mutex_init(&mod->mu, NULL);
+  // Hooks run in reverse order of registration, so this one runs before the
+  // tsfn's own (registered at its creation), and before Node frees it.
+  napi_add_env_cleanup_hook(env, env_closing, mod);
   // Idle, the addon must not keep the process alive; spawn() refs it while jobs run.
   napi_unref_threadsafe_function(env, mod->tsfn);
   // Never freed: a pool thread finishing a job at exit may still read it.

@@ -1,15 +1,30 @@
-import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import {
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  readlink,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
+import { findNativeAddon } from "../../src/common/native-addon.js";
 import {
   type ExecRequest,
   execPlugin,
   findPlugin,
   PluginExecError,
 } from "../../src/driver/plugin-exec.js";
-import { type SpawnBackendName, selectSpawnBackend } from "../../src/driver/plugin-process.js";
+import { selectSpawnBackend } from "../../src/driver/plugin-process.js";
+import { useSpawn } from "../support/plugin-spawn.js";
 
 const DEBIAN_PLUGINS = "/usr/lib/cni";
 
@@ -51,18 +66,45 @@ async function waitGone(pids: number[], withinMs: number): Promise<boolean> {
   }
 }
 
+/** How many pipes and eventfds this process holds: what a run opens for itself. */
+async function pipesAndEventfds(): Promise<number> {
+  const targets = await Promise.all(
+    (await readdir("/proc/self/fd")).map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")),
+  );
+  return targets.filter((t) => t.startsWith("pipe:") || t === "anon_inode:[eventfd]").length;
+}
+
 /**
- * Selects how plugins are started for a suite; "native" needs the spawn addon
- * (scripts/build-native.sh): skipped without it outside CI, a failure in CI.
+ * A full garbage collection, its finalizers run: what runs before left behind for
+ * the collector no longer counts. Node exposes gc() only to a new context.
  */
-function useSpawn(ctx: Mocha.Context, backend: SpawnBackendName): void {
-  try {
-    expect(selectSpawnBackend(backend).name).to.equal(backend);
-  } catch (err) {
-    if (process.env.CI === "true") throw err;
-    console.warn(`    [skipped: requirement missing: ${(err as Error).message}]`);
-    ctx.skip();
-  }
+async function collectGarbage(): Promise<void> {
+  setFlagsFromString("--expose-gc");
+  (runInNewContext("gc") as () => void)();
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Runs a CommonJS script in a fresh node; resolves with how it ended, never rejects. */
+function runNode(
+  script: string,
+  args: string[],
+): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["-e", script, ...args],
+      { timeout: 15_000 },
+      (err, stdout, stderr) => {
+        const e = err as (Error & { code?: unknown; signal?: string | null }) | null;
+        resolve({
+          code: e ? (typeof e.code === "number" ? e.code : null) : 0,
+          signal: e?.signal ?? null,
+          stdout,
+          stderr,
+        });
+      },
+    );
+  });
 }
 
 for (const backend of ["native", "node"] as const)
@@ -499,6 +541,55 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
         expect(err.code).to.equal(11);
         expect(await rejection(() => stat(marker))).to.have.property("code", "ENOENT");
       });
+    });
+
+    describe("resources and teardown", () => {
+      it("holds no descriptor once a run has ended, garbage collected or not", async () => {
+        await fakePlugin("cat-config", "cat");
+        await collectGarbage();
+        const before = await pipesAndEventfds();
+        for (let i = 0; i < 20; i++) {
+          expect(await execPlugin(request("cat-config", { stdin: `{"run":${i}}` }))).to.deep.equal({
+            run: i,
+          });
+        }
+        // At once: waiting could let a collection finalize what a run still held.
+        expect(await pipesAndEventfds()).to.be.at.most(before);
+      });
+
+      // A worker's environment is torn down (and its addons unloaded) while the
+      // pool's threads still run its plugins; only the native spawn has a pool.
+      if (backend === "native")
+        it("survives a worker that is terminated while its plugins run", async () => {
+          const plugin = await fakePlugin("slow-ok", "sleep 0.3\necho '{}'");
+          const addon = findNativeAddon({
+            file: "build/Release/cni_driver_spawn.node",
+            envVar: "CNI_DRIVER_SPAWN_ADDON",
+          });
+          expect(addon, "the spawn addon").to.be.a("string");
+          const script = `
+            const { Worker } = require("node:worker_threads");
+            const [addon, plugin] = process.argv.slice(1);
+            const worker = new Worker(
+              \`const { parentPort, workerData } = require("node:worker_threads");
+              const spawn = require(workerData.addon);
+              for (let i = 0; i < 8; i++)
+                spawn.spawn(workerData.plugin, [], Buffer.from("{}"), 1024, () => {});
+              parentPort.postMessage("started");
+              setInterval(() => {}, 1000);\`,
+              { eval: true, workerData: { addon, plugin } },
+            );
+            worker.once("message", () => void worker.terminate());
+            // The plugins end 0.3 s after the start: their jobs finish with the worker gone.
+            worker.once("exit", () => setTimeout(() => process.stdout.write("survived"), 1000));
+          `;
+          const ended = await runNode(script, [addon as string, plugin]);
+          expect(ended, ended.stderr).to.deep.include({
+            code: 0,
+            signal: null,
+            stdout: "survived",
+          });
+        });
     });
 
     describe("text file busy", () => {
