@@ -63,6 +63,7 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
   /** Undefined while no node link is planned (the series is then absent). */
   private nodeLinkReady: 0 | 1 | undefined;
   private nodeLinkFailures = 0;
+  private nodeLinkRepairs = 0;
   private readonly nodeAnnotationWrites = outcomeCounters<AnnotationWriteOutcome>([
     "ok",
     "retried",
@@ -127,8 +128,9 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
 
   /** One application of the node link (a config load, a retry or a resync). */
   nodeLinkApplied(outcome: NodeLinkOutcome): void {
-    this.nodeLinkReady = outcome === "none" ? undefined : outcome === "ok" ? 1 : 0;
+    this.nodeLinkReady = outcome === "none" ? undefined : outcome === "failed" ? 0 : 1;
     if (outcome === "failed") this.nodeLinkFailures += 1;
+    if (outcome === "repaired") this.nodeLinkRepairs += 1;
   }
 
   nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void {
@@ -207,6 +209,13 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
       "Failed applications of the node link (config loads, retries and resyncs).",
     );
     sample("cni_driver_node_link_failures_total", {}, this.nodeLinkFailures);
+
+    family(
+      "cni_driver_node_link_repairs_total",
+      "counter",
+      "Resyncs that found the node link, its address or a route changed or missing, and put it back.",
+    );
+    sample("cni_driver_node_link_repairs_total", {}, this.nodeLinkRepairs);
 
     const outcomes = <T extends string>(name: string, help: string, m: Map<T, number>): void => {
       family(name, "counter", help);

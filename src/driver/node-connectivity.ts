@@ -128,8 +128,11 @@ export function nodeLinkPlan(cfg: DriverConfig): NodeLinkPlan | undefined {
   return undefined;
 }
 
-/** Each application of the node link: in place, failed, or none planned. */
-export type NodeLinkOutcome = "ok" | "failed" | "none";
+/**
+ * Each application of the node link: in place, put back in place (a resync
+ * found something of it changed or missing), failed, or none planned.
+ */
+export type NodeLinkOutcome = "ok" | "repaired" | "failed" | "none";
 
 /** What the driver's metrics count of this module (kept apart from the registry itself). */
 export interface NodeConnectivityMetrics {
@@ -310,7 +313,7 @@ export class NodeConnectivity {
       this.lastError = undefined;
       this.attempt = 0;
       this.mac = mac;
-      this.o.metrics?.nodeLinkApplied("ok");
+      this.o.metrics?.nodeLinkApplied(resync && changes.length > 0 ? "repaired" : "ok");
       const details = {
         network: plan.network,
         nodeIf: plan.nodeIf,

@@ -423,12 +423,14 @@ describe("node connectivity: periodic resync, annotation removal, metrics", () =
     expect(calls).to.equal(stoppedAt);
   });
 
-  it("a resync that had to repair something warns with what it found, and annotates a new MAC", async () => {
+  it("a resync that had to repair something warns with what it found, counts a repair, and annotates a new MAC", async () => {
     const { logger, lines } = capturingLogger();
     const { api, patches } = fakeNodeApi();
+    const metrics = new Recorded();
     let calls = 0;
     const nc = fakeNc({
       logger,
+      metrics,
       api: Promise.resolve(api),
       nodeName: "node-1",
       resyncMs: 20,
@@ -451,6 +453,7 @@ describe("node connectivity: periodic resync, annotation removal, metrics", () =
     expect(restored).to.have.length(1);
     expect(restored[0]?.level).to.equal(40);
     expect(restored[0]?.changes).to.deep.equal(["midokube-node missing: pair created"]);
+    expect(metrics.applied.slice(0, 4)).to.deep.equal(["ok", "ok", "repaired", "ok"]);
   });
 
   it("never overlaps a resync with a run in progress, and config loads keep it going", async () => {
@@ -895,6 +898,7 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
 
   it("restores a route deleted behind its back within the resync interval, with no failure", async () => {
     const failures = await h.metric("cni_driver_node_link_failures_total");
+    const repairs = (await h.metric("cni_driver_node_link_repairs_total")) ?? Number.NaN;
     const logFrom = h.logs.length;
     const del = spawnSync("ip", ["route", "del", "10.248.0.0/16", "via", "10.244.80.1"]);
     expect(del.status, String(del.stderr)).to.equal(0);
@@ -916,6 +920,7 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
     );
     expect(restored.level).to.equal("warn");
     expect(restored.changes).to.deep.equal(["route 10.248.0.0/16 via 10.244.80.1 missing"]);
+    expect(await h.metric("cni_driver_node_link_repairs_total")).to.equal(repairs + 1);
   });
 
   it("re-creates the node link deleted behind its back, and annotates the Node with its new MAC", async () => {

@@ -130,6 +130,7 @@ describe("driver/metrics", () => {
       "cni_driver_ready gauge",
       "cni_driver_node_link_ready gauge",
       "cni_driver_node_link_failures_total counter",
+      "cni_driver_node_link_repairs_total counter",
       "cni_driver_node_annotation_writes_total counter",
       "cni_driver_pod_annotation_patches_total counter",
       "cni_driver_pod_events_total counter",
@@ -160,23 +161,27 @@ describe("driver/metrics", () => {
     ]);
   });
 
-  // Applications of the node link in order → the gauge (undefined: absent) and the failures.
-  const nodeLink: [string, ("ok" | "failed" | "none")[], number | undefined, number][] = [
-    ["in place", ["ok"], 1, 0],
-    ["failed", ["failed"], 0, 1],
-    ["failed twice, then in place", ["failed", "failed", "ok"], 1, 2],
-    ["in place, then failing on a resync", ["ok", "ok", "failed"], 0, 1],
-    ["no link planned any more", ["ok", "none"], undefined, 0],
-    ["failed, then no link planned: the failure still counts", ["failed", "none"], undefined, 1],
+  // Applications of the node link in order → the gauge (undefined: absent), failures, repairs.
+  type Applied = ("ok" | "repaired" | "failed" | "none")[];
+  const nodeLink: [string, Applied, number | undefined, number, number][] = [
+    ["in place", ["ok"], 1, 0, 0],
+    ["failed", ["failed"], 0, 1, 0],
+    ["failed twice, then in place", ["failed", "failed", "ok"], 1, 2, 0],
+    ["in place, then failing on a resync", ["ok", "ok", "failed"], 0, 1, 0],
+    ["in place, then repaired twice by resyncs", ["ok", "repaired", "ok", "repaired"], 1, 0, 2],
+    ["failed, then repaired", ["failed", "repaired"], 1, 1, 1],
+    ["no link planned any more", ["ok", "none"], undefined, 0, 0],
+    ["failed, then no link planned: the failure still counts", ["failed", "none"], undefined, 1, 0],
   ];
-  for (const [what, applied, gauge, failures] of nodeLink) {
-    it(`node link: ${what}: cni_driver_node_link_ready ${gauge ?? "absent"}, ${failures} failures`, () => {
+  for (const [what, applied, gauge, failures, repairs] of nodeLink) {
+    it(`node link: ${what}: cni_driver_node_link_ready ${gauge ?? "absent"}, ${failures} failures, ${repairs} repairs`, () => {
       const m = new Metrics();
       for (const o of applied) m.nodeLinkApplied(o);
       const s = parseExposition(m.render());
       const ready = find(s, "cni_driver_node_link_ready", {});
       expect(ready.map((x) => x.value)).to.deep.equal(gauge === undefined ? [] : [gauge]);
       expect(value(s, "cni_driver_node_link_failures_total")).to.equal(failures);
+      expect(value(s, "cni_driver_node_link_repairs_total")).to.equal(repairs);
     });
   }
 
