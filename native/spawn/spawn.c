@@ -544,6 +544,9 @@ static int copy_env(napi_env env, napi_value array, char ***out) {
   return 0;
 }
 
+/* Marks the handles spawn() returns, so that kill() accepts nothing else. */
+static const napi_type_tag HANDLE_TAG = {0x8f3c2a61d94b4e07ULL, 0xb15e6a9c03d27f48ULL};
+
 static napi_value js_spawn(napi_env env, napi_callback_info info) {
   size_t argc = 5;
   napi_value argv[5];
@@ -594,7 +597,8 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
     free_job(job);
     return throw_errno(env, ENOMEM, "spawn: callback reference");
   }
-  if (napi_create_external(env, job, finalize_handle, NULL, &handle) != napi_ok) {
+  if (napi_create_external(env, job, finalize_handle, NULL, &handle) != napi_ok ||
+      napi_type_tag_object(env, handle, &HANDLE_TAG) != napi_ok) {
     napi_delete_reference(env, job->callback);
     free_job(job);
     return throw_errno(env, ENOMEM, "spawn: handle");
@@ -618,8 +622,11 @@ static napi_value js_kill(napi_env env, napi_callback_info info) {
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   job_t *job = NULL;
   int32_t sig;
-  if (argc < 2 || napi_get_value_external(env, argv[0], (void **)&job) != napi_ok || !job ||
-      napi_get_value_int32(env, argv[1], &sig) != napi_ok || sig <= 0 || sig >= NSIG)
+  bool ours = false;
+  // Only a handle spawn() made: any other external would be read as a job.
+  if (argc >= 1) napi_check_object_type_tag(env, argv[0], &HANDLE_TAG, &ours);
+  if (argc < 2 || !ours || napi_get_value_external(env, argv[0], (void **)&job) != napi_ok ||
+      !job || napi_get_value_int32(env, argv[1], &sig) != napi_ok || sig <= 0 || sig >= NSIG)
     return throw_type(env, "kill(handle, signal: number)");
   pthread_mutex_lock(&job->mu);
   if (job->pid == 0) job->stop_signal = sig;
