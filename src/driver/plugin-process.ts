@@ -114,8 +114,9 @@ interface SpawnAddon {
 }
 
 interface NativeResult {
-  stdout: Buffer;
-  stderr: Buffer;
+  /** Undefined only when the addon could not allocate the buffer. */
+  stdout?: Buffer;
+  stderr?: Buffer;
   exitCode: number | null;
   signal: number | null;
   tooMuchOutput: boolean;
@@ -138,8 +139,8 @@ function nativeStart(addon: SpawnAddon, run: ProcessRun): Started {
           return;
         }
         const out: Ended = {
-          stdout: r.stdout.toString("utf8"),
-          stderr: r.stderr.toString("utf8"),
+          stdout: r.stdout?.toString("utf8") ?? "",
+          stderr: r.stderr?.toString("utf8") ?? "",
           tooMuchOutput: r.tooMuchOutput,
         };
         if (r.exitCode !== null) out.exitCode = r.exitCode;
