@@ -205,6 +205,7 @@ export async function startDriver(
     `plugins exec'd through ${spawning.name} spawn`,
   );
   const metrics = new Metrics();
+  metrics.setInfo({ version: driverVersion(), plumbing: plumbing.name, spawn: spawning.name });
   const builtins = new Map<string, BuiltinPlugin>([[MIDONET_PLUGIN_TYPE, createMidonetPlugin()]]);
   const kubeSettings = kubeSettingsFrom({
     kubeconfig: opts.kubeconfig,

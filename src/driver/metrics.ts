@@ -64,6 +64,7 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
   private nodeLinkReady: 0 | 1 | undefined;
   private nodeLinkFailures = 0;
   private nodeLinkRepairs = 0;
+  private info: Labels | undefined;
   private readonly nodeAnnotationWrites = outcomeCounters<AnnotationWriteOutcome>([
     "ok",
     "retried",
@@ -124,6 +125,15 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
 
   setReady(ready: boolean): void {
     this.ready = ready;
+  }
+
+  /**
+   * What this driver runs with: its version, and which way pod plumbing and
+   * plugin execs go ("netlink"/"iproute2", "native"/"node"), so a node that fell
+   * back to the slower way shows in a query, not only in its log.
+   */
+  setInfo(info: { version: string; plumbing: string; spawn: string }): void {
+    this.info = { ...info };
   }
 
   /** One application of the node link (a config load, a retry or a resync). */
@@ -194,6 +204,15 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
 
     family("cni_driver_ready", "gauge", "1 when the driver is ready to serve calls, else 0.");
     sample("cni_driver_ready", {}, this.ready ? 1 : 0);
+
+    if (this.info) {
+      family(
+        "cni_driver_info",
+        "gauge",
+        "Always 1: the driver's version and the ways its pod plumbing and plugin execs go.",
+      );
+      sample("cni_driver_info", this.info, 1);
+    }
 
     family(
       "cni_driver_node_link_ready",

@@ -216,6 +216,17 @@ describe("cni-driver serve: pods on a bridge (integration)", function () {
     expect(await h.metric("cni_driver_attachments")).to.equal(1);
   });
 
+  it("says in /metrics which version runs and which ways plumbing and plugin execs go", async () => {
+    const { body } = await h.httpGet("/metrics");
+    const line = body.split("\n").find((l) => l.startsWith("cni_driver_info{"));
+    expect(line).to.match(
+      /^cni_driver_info\{version="\d+\.\d+\.\d+[^"]*",plumbing="(netlink|iproute2)",spawn="(native|node)"\} 1$/,
+    );
+    // CI builds both native addons (scripts/setup.sh): there the fast ways must be in use.
+    if (process.env.CI === "true")
+      expect(line).to.contain('plumbing="netlink"').and.to.contain('spawn="native"');
+  });
+
   it("GC with a valid list that leaves one of two pods out releases exactly that one", async () => {
     const kept = await pods.add(11);
     const gone = await pods.add(12);

@@ -217,6 +217,17 @@ describe("driver/metrics", () => {
     expect(find(s, "cni_driver_node_link_ready", {})).to.deep.equal([]);
   });
 
+  it("says which version runs and which ways plumbing and execs go, once told", () => {
+    const m = new Metrics();
+    const before = parseExposition(m.render()).filter((x) => x.name === "cni_driver_info");
+    expect(before).to.deep.equal([]);
+    m.setInfo({ version: "0.1.0", plumbing: "iproute2", spawn: "node" });
+    const s = parseExposition(m.render());
+    expect(
+      value(s, "cni_driver_info", { version: "0.1.0", plumbing: "iproute2", spawn: "node" }),
+    ).to.equal(1);
+  });
+
   it("counts calls by verb and outcome", () => {
     const m = new Metrics();
     m.recordCall("ADD", "ok", 0.01);
