@@ -141,6 +141,19 @@ describe("cni-driver serve: pods on a bridge (integration)", function () {
     expect(check.error?.msg).to.contain(address);
   });
 
+  it("sets a pod up again right after its DEL: its interfaces are gone when DEL answers, the host veth's name free", async () => {
+    await pods.add(21);
+    const hostVeth = h.hostVeth(21);
+    expect(listHostLinks(hostVeth)).to.have.length(1);
+    expectNoCniError(await h.client.tearDownPod(h.podRequest(21)));
+    // Checked at once: DEL answers once the kernel has unlisted the pair.
+    expect(listHostLinks(hostVeth), "host veth after DEL").to.deep.equal([]);
+    expect(linkIn(h.netnsName(21), "eth0"), "eth0 after DEL").to.equal(undefined);
+    const again = await h.client.setUpPod(h.podRequest(21));
+    expectNoCniError(again);
+    expect(listHostLinks(hostVeth)).to.have.length(1);
+  });
+
   it("succeeds on a second DEL of the same pod", async () => {
     await pods.add(5);
     const lease = h.leases();

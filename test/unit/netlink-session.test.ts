@@ -227,6 +227,27 @@ describe("netlink session: the socket cache", () => {
     expect(addon.openPaths()).to.deep.equal([null]);
   });
 
+  it("tells a detached request's caller when it is on its thread: at once, or once a slot frees", async () => {
+    const addon = new FakeAddon();
+    const paths = ["a", "b"];
+    const s = new NetlinkSession(addon, {
+      maxDetached: 1,
+      identify: (p) => (paths.includes(p) ? { dev: 4, ino: paths.indexOf(p) + 1 } : undefined),
+    });
+    const sent: string[] = [];
+    const first = s.requestDetached("a", MSG, () => sent.push("a"));
+    const second = s.requestDetached("b", MSG, () => sent.push("b"));
+    await tick();
+    expect(sent).to.deep.equal(["a"]);
+    expect(addon.inFlight.length).to.equal(1);
+    addon.answer();
+    await first;
+    await tick();
+    expect(sent).to.deep.equal(["a", "b"]);
+    addon.answer();
+    await second;
+  });
+
   it("at most maxDetached run at once; the others start as they finish", async () => {
     const addon = new FakeAddon();
     const paths = ["a", "b", "c", "d", "e"];

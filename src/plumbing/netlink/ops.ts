@@ -49,8 +49,11 @@ import {
 export interface NetlinkTransport {
   /** One request/answer in the host (undefined) or in the netns at that path. */
   request(netns: string | undefined, msg: Buffer): Buffer;
-  /** The same, without blocking the calling thread: for the kernel's slow requests (deletions). */
-  requestDetached(netns: string | undefined, msg: Buffer): Promise<Buffer>;
+  /**
+   * The same, without blocking the calling thread: for the kernel's slow requests
+   * (deletions). `onSent`: the request is on its way (it may wait for a slot first).
+   */
+  requestDetached(netns: string | undefined, msg: Buffer, onSent?: () => void): Promise<Buffer>;
   withNetnsFd<T>(path: string, use: (fd: number) => T): T;
   /** The pod's interface is gone: its netns socket need not stay open. */
   forget(netns: string): void;
@@ -58,6 +61,8 @@ export interface NetlinkTransport {
 
 /** How many times a dump that raced with a change (NLM_F_DUMP_INTR) is taken again. */
 const DUMP_ATTEMPTS = 3;
+/** Looks, a millisecond apart, for a link being deleted to be gone before its request returns. */
+const UNLIST_POLLS = 100;
 
 export class NetlinkOps {
   private seq = Math.floor(Math.random() * 0x7fffffff);
@@ -97,11 +102,12 @@ export class NetlinkOps {
     netns: string | undefined,
     command: string,
     encode: (seq: number) => Buffer,
+    onSent?: () => void,
   ): Promise<NlMessage[]> {
     const seq = this.nextSeq();
     let answer: Buffer;
     try {
-      answer = await this.t.requestDetached(netns, encode(seq));
+      answer = await this.t.requestDetached(netns, encode(seq), onSent);
     } catch (err) {
       throw systemError(err, command, netns);
     }
@@ -217,13 +223,59 @@ export class NetlinkOps {
     }
   }
 
+  /**
+   * RTM_DELLINK, answered once the link is gone from its namespace. The kernel
+   * unlists a link within a few ms of the request (nothing can see or use it
+   * after that, and its name is free again), then spends 15-40 ms more in RCU
+   * grace periods and reference waits before the request returns: every pod
+   * teardown would wait that long for nothing. So once the request is on its
+   * way the link is looked up every millisecond (bounded); gone, the call
+   * answers while the request finishes on its own thread. An error the kernel
+   * answers first (the link was not there, a permission) is thrown as before.
+   */
+  private async deleteLink(
+    netns: string | undefined,
+    command: string,
+    sel: LinkSelector,
+  ): Promise<void> {
+    let sent!: () => void;
+    const onSent = new Promise<void>((resolve) => {
+      sent = resolve;
+    });
+    let settled = false;
+    const deletion = this.exchangeDetached(netns, command, (s) => encodeDelLink(s, sel), sent);
+    const finished = deletion.then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    await Promise.race([onSent, finished]);
+    for (let poll = 0; poll < UNLIST_POLLS && !settled; poll++) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      if (settled) break;
+      let present: boolean;
+      try {
+        present = this.findLink(netns, sel) !== undefined;
+      } catch {
+        break; // The netns going too, say: the request's own answer decides.
+      }
+      if (!present) return;
+    }
+    await deletion;
+  }
+
   /** See pod-interface.ts deletePodInterface: the container end through the netns, else the host end (MAC permitting). */
   async deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
     if (ref.netns && netnsPathExists(ref.netns)) {
       try {
-        await this.exchangeDetached(ref.netns, `link del ${ref.ifName}`, (s) =>
-          encodeDelLink(s, { name: ref.ifName }),
-        );
+        // Looked up first: a link already gone must not pass for one deleted now.
+        if (!this.findLink(ref.netns, { name: ref.ifName })) {
+          throw NetlinkError.fromErrno(`link del ${ref.ifName}`, ref.netns, 19 /* ENODEV */);
+        }
+        await this.deleteLink(ref.netns, `link del ${ref.ifName}`, { name: ref.ifName });
         return true;
       } catch (err) {
         if (!(err instanceof NetlinkError) || !err.notFound) throw err;
@@ -236,9 +288,7 @@ export class NetlinkOps {
     if (!hostMacStillMatches(ref.hostMac, hostLink.address)) return false;
     try {
       // By index: the link we just looked at, not one that took its name since.
-      await this.exchangeDetached(undefined, `link del ${ref.hostIfName}`, (s) =>
-        encodeDelLink(s, { index: hostLink.index }),
-      );
+      await this.deleteLink(undefined, `link del ${ref.hostIfName}`, { index: hostLink.index });
       return true;
     } catch (err) {
       if (err instanceof NetlinkError && err.notFound) return false;

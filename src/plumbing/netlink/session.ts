@@ -121,8 +121,14 @@ export class NetlinkSession {
    * with other requests meanwhile, and concurrent deletions overlap in the
    * kernel. It runs on a socket of its own, closed afterwards: for a pod netns,
    * the cached one is taken out of the cache (the pod's interface is going away).
+   * `onSent` is called once the request is on its thread (it may first wait for
+   * a free slot).
    */
-  async requestDetached(netns: string | undefined, msg: Buffer): Promise<Buffer> {
+  async requestDetached(
+    netns: string | undefined,
+    msg: Buffer,
+    onSent?: () => void,
+  ): Promise<Buffer> {
     await this.acquireDetached();
     try {
       const fd = netns === undefined ? this.openHostSocket() : this.takePodSocket(netns);
@@ -131,6 +137,7 @@ export class NetlinkSession {
           this.addon.requestDetached(fd, msg, (err, answer) =>
             err || !answer ? reject(err ?? new Error("netlink: no answer")) : resolve(answer),
           );
+          onSent?.();
         });
       } finally {
         this.closeSocket(fd);
