@@ -61,8 +61,8 @@ export interface NetlinkTransport {
 
 /** How many times a dump that raced with a change (NLM_F_DUMP_INTR) is taken again. */
 const DUMP_ATTEMPTS = 3;
-/** Looks, a millisecond apart, for a link being deleted to be gone before its request returns. */
-const UNLIST_POLLS = 100;
+/** Looks (1 ms apart, backing off to 8) for a link being deleted to be gone before its request returns. */
+const UNLIST_POLLS = 30;
 
 export class NetlinkOps {
   private seq = Math.floor(Math.random() * 0x7fffffff);
@@ -229,8 +229,8 @@ export class NetlinkOps {
    * after that, and its name is free again), then spends 15-40 ms more in RCU
    * grace periods and reference waits before the request returns: every pod
    * teardown would wait that long for nothing. So once the request is on its
-   * way the link is looked up every millisecond (bounded); gone, the call
-   * answers while the request finishes on its own thread. An error the kernel
+   * way the link is looked up, from every millisecond backing off (bounded);
+   * gone, the call answers while the request finishes on its own thread. An error the kernel
    * answers first (the link was not there, a permission) is thrown as before.
    */
   private async deleteLink(
@@ -254,7 +254,9 @@ export class NetlinkOps {
     );
     await Promise.race([onSent, finished]);
     for (let poll = 0; poll < UNLIST_POLLS && !settled; poll++) {
-      await new Promise((resolve) => setTimeout(resolve, 1));
+      // 1, 1, 2, 2, 4, 4, 8, 8 … ms: quick when the kernel is, few looks when rtnl is contended.
+      const wait = Math.min(2 ** Math.floor(poll / 2), 8);
+      await new Promise((resolve) => setTimeout(resolve, wait));
       if (settled) break;
       let present: boolean;
       try {
