@@ -37,6 +37,7 @@
 #include <node_api.h>
 
 #include "../common/errno-error.h"
+#include "../common/pin-library.h"
 
 #ifndef NETLINK_CAP_ACK
 #define NETLINK_CAP_ACK 10
@@ -305,12 +306,29 @@ typedef struct {
   int err;
   const char *what;
   napi_threadsafe_function tsfn;
+  /* The environment's teardown began (job_env_closing): its tsfn may be freed. Guarded by mu. */
+  pthread_mutex_t mu;
+  int closing;
 } job_t;
 
 static void free_job(job_t *job) {
+  pthread_mutex_destroy(&job->mu);
   free(job->msg);
   free(job->out);
   free(job);
+}
+
+/*
+ * Registered after the job's tsfn, so it runs first in the environment's
+ * teardown (hooks run in reverse order): from then on the thread leaves the
+ * tsfn alone and the job to the exit. Without it a worker ending while a
+ * deletion is still in the kernel crashed the process.
+ */
+static void job_env_closing(void *arg) {
+  job_t *job = arg;
+  pthread_mutex_lock(&job->mu);
+  job->closing = 1;
+  pthread_mutex_unlock(&job->mu);
 }
 
 /* On the JavaScript thread: callback(err, answer). env is NULL when it is being torn down. */
@@ -329,6 +347,11 @@ static void deliver(napi_env env, napi_value callback, void *context, void *data
     }
     napi_call_function(env, undefined, callback, 2, argv, NULL);
   }
+  // The thread may still hold the lock it delivered under: wait it out before freeing.
+  pthread_mutex_lock(&job->mu);
+  pthread_mutex_unlock(&job->mu);
+  // Without env (the teardown flushing the queue) the hook has run already.
+  if (env != NULL) napi_remove_env_cleanup_hook(env, job_env_closing, job);
   free_job(job);
 }
 
@@ -336,8 +359,13 @@ static void *run_job(void *arg) {
   job_t *job = arg;
   job->err = exchange(job->fd, job->msg, job->size, &job->out, &job->out_len, &job->what);
   napi_threadsafe_function tsfn = job->tsfn;
-  if (napi_call_threadsafe_function(tsfn, job, napi_tsfn_blocking) != napi_ok) free_job(job);
-  napi_release_threadsafe_function(tsfn, napi_tsfn_release);
+  pthread_mutex_lock(&job->mu);
+  if (!job->closing) {
+    // Fails only while the environment is torn down: the job is left to the exit then.
+    napi_call_threadsafe_function(tsfn, job, napi_tsfn_blocking);
+    napi_release_threadsafe_function(tsfn, napi_tsfn_release);
+  }
+  pthread_mutex_unlock(&job->mu);
   return NULL;
 }
 
@@ -361,6 +389,7 @@ static napi_value js_request_detached(napi_env env, napi_callback_info info) {
   memcpy(job->msg, data, size);
   job->fd = fd;
   job->size = size;
+  pthread_mutex_init(&job->mu, NULL);
   napi_value name;
   napi_create_string_utf8(env, "cni_driver_netlink.requestDetached", NAPI_AUTO_LENGTH, &name);
   if (napi_create_threadsafe_function(env, argv[2], NULL, name, 0, 1, NULL, NULL, NULL, deliver,
@@ -368,6 +397,7 @@ static napi_value js_request_detached(napi_env env, napi_callback_info info) {
     free_job(job);
     return throw_errno(env, ENOMEM, "netlink threadsafe function", NULL);
   }
+  napi_add_env_cleanup_hook(env, job_env_closing, job);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -376,6 +406,7 @@ static napi_value js_request_detached(napi_env env, napi_callback_info info) {
   int err = pthread_create(&thread, &attr, run_job, job);
   pthread_attr_destroy(&attr);
   if (err) {
+    napi_remove_env_cleanup_hook(env, job_env_closing, job);
     napi_release_threadsafe_function(job->tsfn, napi_tsfn_abort);
     free_job(job);
     return throw_errno(env, err, "pthread_create", NULL);
@@ -395,6 +426,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
 }
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  pin_library((void *)js_request_detached);
   napi_property_descriptor props[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_enumerable, NULL},
       {"request", NULL, js_request, NULL, NULL, NULL, napi_enumerable, NULL},

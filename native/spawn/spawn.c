@@ -59,6 +59,7 @@
 #include <node_api.h>
 
 #include "../common/errno-error.h"
+#include "../common/pin-library.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -649,17 +650,6 @@ static napi_value js_supported(napi_env env, napi_callback_info info) {
   return value;
 }
 
-/*
- * Node unloads an addon with the environment that loaded it (a worker's, when
- * the worker ends), while pool threads may still be running a job in this
- * library's code: it must stay mapped for the life of the process.
- */
-static void pin_library(void) {
-  Dl_info info;
-  if (dladdr((void *)pin_library, &info) && info.dli_fname)
-    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-}
-
 /* First of the environment's teardown; the tsfn is freed later in it. */
 static void env_closing(void *arg) {
   module_t *mod = arg;
@@ -669,7 +659,7 @@ static void env_closing(void *arg) {
 }
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
-  pin_library();
+  pin_library((void *)js_spawn);
   module_t *mod = calloc(1, sizeof *mod);
   napi_value name;
   napi_create_string_utf8(env, "cni_driver_spawn", NAPI_AUTO_LENGTH, &name);

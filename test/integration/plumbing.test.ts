@@ -220,7 +220,7 @@ describe("plumbing: netlink specifics (root)", function () {
   const ns = `cnl-${tag}`;
   const nsPath = `/run/netns/${ns}`;
   const many = Array.from({ length: 200 }, (_, i) => `cnm-${tag}-${i}`);
-  const hostLinks = [1, 2, 3].map((i) => `mnl${tag}${i}`);
+  const hostLinks = [1, 2, 3, 4, 5, 6, 7, 8, 9].map((i) => `mnl${tag}${i}`);
 
   const ipBatch = (lines: string[]) => {
     const r = spawnSync("ip", ["-force", "-batch", "-"], {
@@ -322,6 +322,35 @@ describe("plumbing: netlink specifics (root)", function () {
       encoding: "utf8",
     });
     expect(ping.status, ping.stdout + ping.stderr).to.equal(0);
+  });
+
+  it("exits cleanly while the kernel still finishes deletions it answered early", () => {
+    const specs = [4, 5, 6, 7, 8, 9].map((i) => spec(nsPath, i));
+    // Every pair deleted at once; the process ends as soon as the answers are in.
+    const script = `
+      const pi = await import(${JSON.stringify(new URL("../../src/plumbing/pod-interface.ts", import.meta.url).href)});
+      const specs = ${JSON.stringify(specs)};
+      for (const s of specs) await pi.createVethPair(s, {});
+      const removed = await Promise.all(specs.map((s) =>
+        pi.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName })));
+      console.log(JSON.stringify(removed));
+    `;
+    for (let run = 1; run <= 3; run++) {
+      const r = spawnSync(
+        process.execPath,
+        ["--import", "tsx", "--input-type=module", "-e", script],
+        {
+          encoding: "utf8",
+          cwd: new URL("../../", import.meta.url).pathname,
+          env: { ...process.env, CNI_DRIVER_PLUMBING: "netlink" },
+          timeout: 30_000,
+        },
+      );
+      expect(r.status, `run ${run}: ${r.signal ?? ""} ${r.stderr}`).to.equal(0);
+      expect(JSON.parse(r.stdout.trim().split("\n").pop() ?? "[]")).to.deep.equal(
+        specs.map(() => true),
+      );
+    }
   });
 
   it("closes the pod netns socket when the pod's interface is deleted", async () => {
