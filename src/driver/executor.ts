@@ -11,7 +11,8 @@ import type { CniArgPair } from "../cni/args.js";
 import { formatCniArgs } from "../cni/args.js";
 import { type NetworkConfigList, parseNetworkConfigList } from "../cni/conflist.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
-import { buildPluginStdin } from "../cni/plugin-config.js";
+import { buildGcStdin, type GcAttachment, staleAttachments } from "../cni/gc.js";
+import { buildPluginStdin, buildStatusStdin } from "../cni/plugin-config.js";
 import { convertResult, parseResult } from "../cni/result.js";
 import type { AnyResult } from "../cni/types.js";
 import { requireVerbSupported, versionAtLeast } from "../cni/versions.js";
@@ -199,12 +200,13 @@ export class ChainExecutor {
     valid: readonly ValidAttachment[],
   ): Promise<{ removed: number; removedAttachments: RemovedAttachment[]; errors: CniError[] }> {
     if (list.disableGC) return { removed: 0, removedAttachments: [], errors: [] };
-    const keep = new Set(valid.map((v) => `${v.containerId}\u0000${v.ifName}`));
+    const validSet: GcAttachment[] = valid.map((v) => ({
+      containerID: v.containerId,
+      ifname: v.ifName,
+    }));
     const errors: CniError[] = [];
     const removedAttachments: RemovedAttachment[] = [];
-    for (const entry of await this.cache.list()) {
-      if (entry.networkName !== list.name || keep.has(`${entry.containerId}\u0000${entry.ifName}`))
-        continue;
+    for (const entry of staleAttachments(await this.cache.list(), list.name, validSet)) {
       try {
         await this.del(list, list.name, {
           containerId: entry.containerId,
@@ -230,19 +232,13 @@ export class ChainExecutor {
       }
     }
     if (versionAtLeast(list.cniVersion, "1.1.0")) {
-      const validJson = valid.map((v) => ({ containerID: v.containerId, ifname: v.ifName }));
       for (let i = 0; i < list.plugins.length; i++) {
         const plugin = list.plugins[i]!;
         try {
           await this.runPlugin({
             type: plugin.type,
             command: "GC",
-            config: {
-              ...plugin.raw,
-              name: list.name,
-              cniVersion: list.cniVersion,
-              "cni.dev/valid-attachments": validJson,
-            },
+            config: JSON.parse(buildGcStdin(list, i, validSet)) as Record<string, unknown>,
           });
         } catch (err) {
           const e = CniError.from(err);
@@ -267,7 +263,7 @@ export class ChainExecutor {
       await this.runPlugin({
         type: plugin.type,
         command: "STATUS",
-        config: { ...plugin.raw, name: list.name, cniVersion: list.cniVersion },
+        config: JSON.parse(buildStatusStdin(list, i)) as Record<string, unknown>,
       });
     }
   }

@@ -122,14 +122,14 @@ export class ResultCache {
       bytes = readFileSync(path);
     } catch (err) {
       if (errnoCode(err) === "ENOENT") return undefined;
-      await this.#discard(path, `unreadable: ${(err as Error).message}`);
+      this.#discard(path, `unreadable: ${(err as Error).message}`);
       return undefined;
     }
     let entry: ReturnType<typeof decodeCacheEntry>;
     try {
       entry = decodeCacheEntry(bytes);
     } catch (err) {
-      await this.#discard(path, (err as Error).message);
+      this.#discard(path, (err as Error).message);
       return undefined;
     }
     if (entry.kind === CACHE_KIND_V1) return entry;
@@ -197,7 +197,7 @@ export class ResultCache {
     }
   }
 
-  async #discard(path: string, reason: string): Promise<void> {
+  #discard(path: string, reason: string): void {
     try {
       removePath(path);
       this.#log?.warn({ path, reason }, "deleted unreadable cache file");

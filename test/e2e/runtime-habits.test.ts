@@ -259,6 +259,36 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     };
   }
 
+  /**
+   * Pod `i`'s sandbox: its netns made, then its ADD through the shim exactly as
+   * the runtime whose CNI_ARGS and capability args are given sends it; the
+   * result checked for that version.
+   */
+  async function addThroughShim(
+    i: string,
+    argsOf: (i: string, uid: string) => Array<[string, string]>,
+    capsOf: (uid: string) => Record<string, unknown>,
+    cniVersion: string,
+  ) {
+    const uid = randomUUID();
+    createNetns(h.netnsName(i));
+    const rt: RuntimeConf = {
+      containerId: h.containerId(i),
+      netns: varRunNetns(i),
+      ifName: "eth0",
+      args: argsOf(i, uid),
+    };
+    const caps = capsOf(uid);
+    const inject = { name: NETWORK_NAME, cniVersion };
+    const add = await execShim(
+      shimPath,
+      libcniEnv("ADD", rt),
+      libcniStdin(hostPlugin(), inject, caps),
+    );
+    const result = expectAddResult(add, cniVersion, rt.netns);
+    return { rt, caps, inject, result, address: addressOf(result) };
+  }
+
   /** Everything of attachment `i` the driver or a chained plugin keeps on the host. */
   function footprint(i: string, address: string) {
     return {
@@ -272,25 +302,12 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
 
   it("containerd: capitalised capability keys and shuffled CNI_ARGS, the mapped port answers; DEL with an empty CNI_NETNS leaves nothing", async () => {
     const i = "ctrd";
-    const uid = randomUUID();
-    const netns = varRunNetns(i);
-    createNetns(h.netnsName(i));
-    const rt: RuntimeConf = {
-      containerId: h.containerId(i),
-      netns,
-      ifName: "eth0",
-      args: containerdArgs(i, uid),
-    };
-    const caps = containerdCapabilityArgs(containerdPort, uid);
-    const inject = { name: NETWORK_NAME, cniVersion: "1.0.0" };
-
-    const add = await execShim(
-      shimPath,
-      libcniEnv("ADD", rt),
-      libcniStdin(hostPlugin(), inject, caps),
+    const { rt, caps, inject, result, address } = await addThroughShim(
+      i,
+      containerdArgs,
+      (uid) => containerdCapabilityArgs(containerdPort, uid),
+      "1.0.0",
     );
-    const result = expectAddResult(add, "1.0.0", netns);
-    const address = addressOf(result);
     expect(linkIn(h.netnsName(i), "eth0")?.ipv4).to.deep.equal([result.ips[0]?.address]);
     expect(footprint(i, address)).to.deep.include({ lease: true, hostVeth: true, cache: true });
     const rules = natRulesMentioning(h.containerId(i));
@@ -320,25 +337,13 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
 
   it("CRI-O: a 1.1.0 config with a host port, ADD then CHECK at once passes silently; DEL leaves nothing", async () => {
     const i = "crio";
-    const uid = randomUUID();
-    const netns = varRunNetns(i);
-    createNetns(h.netnsName(i));
-    const rt: RuntimeConf = {
-      containerId: h.containerId(i),
-      netns,
-      ifName: "eth0",
-      args: crioArgs(i, uid),
-    };
-    const caps = crioCapabilityArgs(uid, crioPort);
-    const inject = { name: NETWORK_NAME, cniVersion: "1.1.0" };
     try {
-      const add = await execShim(
-        shimPath,
-        libcniEnv("ADD", rt),
-        libcniStdin(hostPlugin(), inject, caps),
+      const { rt, caps, inject, result, address } = await addThroughShim(
+        i,
+        crioArgs,
+        (uid) => crioCapabilityArgs(uid, crioPort),
+        "1.1.0",
       );
-      const result = expectAddResult(add, "1.1.0", netns);
-      const address = addressOf(result);
 
       const check = await execShim(
         shimPath,
@@ -370,21 +375,13 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     const added = new Map<string, { rt: RuntimeConf; result: AddResult; address: string }>();
     try {
       for (const i of pods) {
-        createNetns(h.netnsName(i));
-        const uid = randomUUID();
-        const rt: RuntimeConf = {
-          containerId: h.containerId(i),
-          netns: varRunNetns(i),
-          ifName: "eth0",
-          args: crioArgs(i, uid),
-        };
-        const add = await execShim(
-          shimPath,
-          libcniEnv("ADD", rt),
-          libcniStdin(hostPlugin(), inject, crioCapabilityArgs(uid)),
+        const { rt, result, address } = await addThroughShim(
+          i,
+          crioArgs,
+          (uid) => crioCapabilityArgs(uid),
+          inject.cniVersion,
         );
-        const result = expectAddResult(add, "1.1.0", rt.netns);
-        added.set(i, { rt, result, address: addressOf(result) });
+        added.set(i, { rt, result, address });
       }
       const keep = added.get("gc-keep");
       const drop = added.get("gc-drop");
@@ -469,25 +466,13 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
 
   it("DEL while the driver is stopped exits 0 within 2 s; after the restart nothing leaks", async () => {
     const i = "stopped";
-    const uid = randomUUID();
-    const netns = varRunNetns(i);
-    createNetns(h.netnsName(i));
-    const rt: RuntimeConf = {
-      containerId: h.containerId(i),
-      netns,
-      ifName: "eth0",
-      args: containerdArgs(i, uid),
-    };
-    const caps = containerdCapabilityArgs(stoppedPort, uid);
-    const inject = { name: NETWORK_NAME, cniVersion: "1.0.0" };
     try {
-      const add = await execShim(
-        shimPath,
-        libcniEnv("ADD", rt),
-        libcniStdin(hostPlugin(), inject, caps),
+      const { rt, caps, inject, result, address } = await addThroughShim(
+        i,
+        containerdArgs,
+        (uid) => containerdCapabilityArgs(stoppedPort, uid),
+        "1.0.0",
       );
-      const result = expectAddResult(add, "1.0.0", netns);
-      const address = addressOf(result);
       expect(natRulesMentioning(h.containerId(i)).join("\n")).to.contain(`--dports ${stoppedPort}`);
 
       await h.stop();
