@@ -11,6 +11,12 @@
       "sources": ["native/spawn/spawn.c"],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
+      "target_name": "cni_driver_flock",
+      "sources": ["native/flock/flock.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]
 }

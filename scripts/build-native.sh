@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the native addons of binding.gyp with the node-gyp bundled in npm (no
 # dependency to add): build/Release/cni_driver_netlink.node (native/netlink, pod
-# plumbing over rtnetlink) and build/Release/cni_driver_spawn.node (native/spawn,
-# plugin execs through posix_spawn). Without them the driver falls back to
-# iproute2 execs and Node's spawn (it logs which at start).
+# plumbing over rtnetlink), build/Release/cni_driver_spawn.node (native/spawn,
+# plugin execs through posix_spawn) and build/Release/cni_driver_flock.node
+# (native/flock, the in-process host-local's lock). Without them the driver falls
+# back to iproute2 execs, Node's spawn and the host-local binary (it logs which).
 #
 # Headers: npm's `nodedir` when set, else the ones installed beside this node
 # (/usr/include/node for Debian's nodejs), so nothing is downloaded.

@@ -32,10 +32,11 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
   cp package-lock.json "$stamp"
 fi
 
-# The native addons: in-process netlink (pod plumbing without a spawn per pod)
-# and posix_spawn for plugin execs (no fork of the driver per exec). Without them
-# the driver falls back to iproute2 and Node's spawn and says so; CI must have them.
-addons="build/Release/cni_driver_netlink.node build/Release/cni_driver_spawn.node"
+# The native addons: in-process netlink (pod plumbing without a spawn per pod),
+# posix_spawn for plugin execs (no fork of the driver per exec) and flock (the
+# in-process host-local's lock). Without them the driver falls back to iproute2,
+# Node's spawn and the host-local binary and says so; CI must have them.
+addons="build/Release/cni_driver_netlink.node build/Release/cni_driver_spawn.node build/Release/cni_driver_flock.node"
 stale=""
 for addon in $addons; do
   if [ ! -f "$addon" ] || [ -n "$(find native binding.gyp -newer "$addon" 2>/dev/null | head -1)" ]; then

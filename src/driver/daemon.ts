@@ -17,6 +17,8 @@ import type { FlagSpec, FlagValues } from "../common/flags.js";
 import { dialUnixSocket, startHealthServer } from "../common/health.js";
 import { createLogger, type LogLevel } from "../common/logger.js";
 import { plumbingBackend } from "../plumbing/backend.js";
+import { flockAddon } from "./builtin/host-local/file-lock.js";
+import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "./builtin/host-local/plugin.js";
 import { createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import { ConfigSource } from "./config-source.js";
 import { ChainExecutor } from "./executor.js";
@@ -50,6 +52,11 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
     name: "host-local-data-dir",
     default: "/var/lib/cni/networks",
     help: "host-local's dataDir for networks that set none",
+  },
+  {
+    name: "host-local",
+    default: "exec",
+    help: 'how host-local runs: "exec" (the binary from the bin dirs) or "in-process" (same lease files and lock, no exec)',
   },
   {
     name: "pod-cidr",
@@ -102,6 +109,8 @@ export interface DriverOptions {
   cacheDir: string;
   binDirs: string[];
   hostLocalDataDir: string;
+  /** `--host-local`: exec the binary, or run host-local in-process on the same files. */
+  hostLocal?: HostLocalMode;
   podCidrs: { v4?: string; v6?: string };
   nodeName?: string;
   /** `--kubeconfig`; undefined: in-cluster when in a pod, else no API. */
@@ -142,6 +151,7 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     cacheDir: str("cache-dir"),
     binDirs: str("cni-bin-dir").split(":").filter(Boolean),
     hostLocalDataDir: str("host-local-data-dir"),
+    hostLocal: hostLocalMode(str("host-local")),
     podCidrs,
     nodeName: str("node-name") || undefined,
     kubeconfig: str("kubeconfig") || undefined,
@@ -154,6 +164,14 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     nodeLinkResyncMs: nodeLinkResyncSeconds(str("node-link-resync")) * 1000,
     hostCniConfDir: str("host-cni-conf-dir") || undefined,
   };
+}
+
+export type HostLocalMode = "exec" | "in-process";
+
+function hostLocalMode(v: string): HostLocalMode {
+  if (v !== "exec" && v !== "in-process")
+    throw new Error(`--host-local must be "exec" or "in-process", not ${JSON.stringify(v)}`);
+  return v;
 }
 
 /** `--node-link-resync`: 0 (off), or at least a second so a resync cannot turn into a busy loop. */
@@ -188,6 +206,24 @@ export interface RunningDriver {
   stop(): Promise<void>;
 }
 
+/** How host-local runs here, and why; in-process needs the flock addon. */
+function hostLocalBackend(opts: DriverOptions): {
+  name: HostLocalMode;
+  reason: string;
+  fallback: boolean;
+} {
+  if ((opts.hostLocal ?? "exec") === "exec")
+    return { name: "exec", reason: "--host-local exec", fallback: false };
+  const flock = flockAddon();
+  if ("reason" in flock)
+    return {
+      name: "exec",
+      reason: `in-process host-local unavailable: ${flock.reason}`,
+      fallback: true,
+    };
+  return { name: "in-process", reason: `--host-local in-process (${flock.path})`, fallback: false };
+}
+
 export async function startDriver(
   opts: DriverOptions,
   logger = createLogger({ level: opts.logLevel, name: "cni-driver" }),
@@ -204,9 +240,23 @@ export async function startDriver(
     { spawn: spawning.name, reason: spawning.reason },
     `plugins exec'd through ${spawning.name} spawn`,
   );
+  // And host-local: exec'd, or in-process on the same files when asked and flock is there.
+  const hostLocal = hostLocalBackend(opts);
+  logger[hostLocal.fallback ? "warn" : "info"](
+    { hostLocal: hostLocal.name, reason: hostLocal.reason },
+    `host-local ${hostLocal.name === "exec" ? "exec'd" : "runs in-process"}`,
+  );
   const metrics = new Metrics();
-  metrics.setInfo({ version: driverVersion(), plumbing: plumbing.name, spawn: spawning.name });
+  metrics.setInfo({
+    version: driverVersion(),
+    plumbing: plumbing.name,
+    spawn: spawning.name,
+    host_local: hostLocal.name,
+  });
   const builtins = new Map<string, BuiltinPlugin>([[MIDONET_PLUGIN_TYPE, createMidonetPlugin()]]);
+  if (hostLocal.name === "in-process") {
+    builtins.set(HOST_LOCAL_TYPE, createHostLocalPlugin({ lockTimeoutMs: opts.pluginTimeoutMs }));
+  }
   const kubeSettings = kubeSettingsFrom({
     kubeconfig: opts.kubeconfig,
     nodeName: opts.nodeName,

@@ -132,7 +132,7 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
    * plugin execs go ("netlink"/"iproute2", "native"/"node"), so a node that fell
    * back to the slower way shows in a query, not only in its log.
    */
-  setInfo(info: { version: string; plumbing: string; spawn: string }): void {
+  setInfo(info: { version: string; plumbing: string; spawn: string; host_local: string }): void {
     this.info = { ...info };
   }
 
@@ -209,7 +209,7 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
       family(
         "cni_driver_info",
         "gauge",
-        "Always 1: the driver's version and the ways its pod plumbing and plugin execs go.",
+        "Always 1: the driver's version and the ways its pod plumbing, plugin execs and host-local go.",
       );
       sample("cni_driver_info", this.info, 1);
     }

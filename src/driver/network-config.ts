@@ -18,17 +18,8 @@ import {
 } from "../cni/conflist.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { utf8Bytes, utf8Text } from "../cni/go-json.js";
-import {
-  cidrContains,
-  cidrHasHostBits,
-  cidrNetwork,
-  formatCidr,
-  formatIp,
-  type ParsedCidr,
-  type ParsedIp,
-  parseCidr,
-  parseIp,
-} from "../cni/ip.js";
+import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../cni/ip.js";
+import { type RangeSet, rangeSetsOf } from "./builtin/host-local/ranges.js";
 import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
 
 /** The optional `driver.json` key. */
@@ -303,149 +294,20 @@ function checkPlugin(plugin: PluginConfig, opts: LoadOptions): void {
 
 // host-local ----------------------------------------------------------------
 
-/** One `{subnet, rangeStart?, rangeEnd?, gateway?}`, with host-local's defaults filled in. */
-interface Range {
-  subnet: ParsedCidr;
-  start: bigint;
-  end: bigint;
-}
-
-const toBig = (bytes: Uint8Array): bigint => bytes.reduce((n, b) => (n << 8n) | BigInt(b), 0n);
-
 /**
- * host-local's config rules (plugins/ipam/host-local/backend/allocator:
- * LoadIPAMConfig, RangeSet.Canonicalize, Range.Canonicalize), wording kept:
+ * host-local's own config rules and wording (builtin/host-local/ranges.ts):
  * the legacy top-level `subnet` becomes range set 0 ahead of `ranges`; there
  * must be one set unless the plugin takes `ipRanges` at runtime; each set is
- * non-empty, of one family, without overlaps; sets do not overlap each other.
- * Each subnet must be a CIDR without host bits (host-local masks them silently;
- * here they are an error, since "10.1.0.5/24" is almost always a typo) and
- * leave room for addresses: IPv4 at most /30, IPv6 at most /126.
+ * non-empty, of one family, without overlaps; sets do not overlap each other;
+ * each subnet leaves room for addresses (IPv4 at most /30, IPv6 at most /126)
+ * and has no host bits ("10.1.0.5/24" is refused, as host-local refuses it).
  */
 export function validateHostLocal(ipam: JsonObject, ipRangesAtRuntime = false): void {
-  const sets: unknown[][] = [];
-  if (ipam.subnet !== undefined && ipam.subnet !== null && ipam.subnet !== "") {
-    sets.push([
-      {
-        subnet: ipam.subnet,
-        rangeStart: ipam.rangeStart,
-        rangeEnd: ipam.rangeEnd,
-        gateway: ipam.gateway,
-      },
-    ]);
+  let sets: RangeSet[];
+  try {
+    sets = rangeSetsOf(ipam);
+  } catch (err) {
+    throw invalid(`ipam: ${(err as Error).message}`);
   }
-  if (ipam.ranges !== undefined && ipam.ranges !== null) {
-    if (!Array.isArray(ipam.ranges)) throw invalid("ipam: 'ranges' must be a list of range sets");
-    ipam.ranges.forEach((set: unknown, i) => {
-      if (!Array.isArray(set)) throw invalid(`ipam: ranges[${i}] must be a list of ranges`);
-      sets.push(set);
-    });
-  }
-  if (sets.length === 0) {
-    if (ipRangesAtRuntime) return;
-    throw invalid("ipam: no IP ranges specified");
-  }
-
-  const parsed = sets.map((set, s) => {
-    try {
-      return parseRangeSet(set);
-    } catch (err) {
-      throw invalid(`ipam: invalid range set ${s}: ${(err as Error).message}`);
-    }
-  });
-  for (let i = 0; i < parsed.length; i++) {
-    for (let j = i + 1; j < parsed.length; j++) {
-      const a = parsed[i] as Range[];
-      const b = parsed[j] as Range[];
-      if (a.some((r1) => b.some((r2) => overlaps(r1, r2)))) {
-        throw invalid(`ipam: range set ${i} overlaps with ${j}`);
-      }
-    }
-  }
-}
-
-function parseRangeSet(set: unknown[]): Range[] {
-  if (set.length === 0) throw new Error("empty range set");
-  const ranges = set.map((r, i) => {
-    try {
-      return parseRange(r);
-    } catch (err) {
-      throw new Error(`range ${i}: ${(err as Error).message}`);
-    }
-  });
-  const family = (ranges[0] as Range).subnet.family;
-  if (ranges.some((r) => r.subnet.family !== family)) throw new Error("mixed address families");
-  for (let i = 0; i < ranges.length; i++) {
-    for (let j = i + 1; j < ranges.length; j++) {
-      const a = ranges[i] as Range;
-      const b = ranges[j] as Range;
-      if (overlaps(a, b)) {
-        throw new Error(`subnets ${formatCidr(a.subnet)} and ${formatCidr(b.subnet)} overlap`);
-      }
-    }
-  }
-  return ranges;
-}
-
-function parseRange(value: unknown): Range {
-  if (!isObject(value)) throw new Error("must be an object with a 'subnet'");
-  const text = value.subnet;
-  if (text === undefined || text === null || text === "") throw new Error("missing 'subnet'");
-  if (typeof text !== "string") throw new Error("'subnet' must be a string");
-  const subnet = parseCidr(text);
-  if (!subnet) throw new Error(`subnet ${JSON.stringify(text)} is not a CIDR`);
-  if (cidrHasHostBits(subnet)) {
-    throw new Error(
-      `subnet ${JSON.stringify(text)} has host bits set (the network is ${formatCidr(cidrNetwork(subnet))})`,
-    );
-  }
-  const width = subnet.family === 4 ? 32 : 128;
-  // host-local cannot allocate from a /31 or /32 (a /127 or /128).
-  if (subnet.prefix > width - 2)
-    throw new Error(`Network ${formatCidr(subnet)} too small to allocate from`);
-
-  const net = toBig(subnet.bytes);
-  const hostMask = (1n << BigInt(width - subnet.prefix)) - 1n;
-  const gateway = optionalIp(value, "gateway", subnet);
-  if (gateway && !cidrContains(subnet, gateway)) {
-    throw new Error(`gateway ${formatIp(gateway)} not in network ${formatCidr(subnet)}`);
-  }
-  const startIp = optionalIp(value, "rangeStart", subnet);
-  if (startIp && !cidrContains(subnet, startIp)) {
-    throw new Error(`rangeStart ${formatIp(startIp)} not in network ${formatCidr(subnet)}`);
-  }
-  const endIp = optionalIp(value, "rangeEnd", subnet);
-  if (endIp && !cidrContains(subnet, endIp)) {
-    throw new Error(`rangeEnd ${formatIp(endIp)} not in network ${formatCidr(subnet)}`);
-  }
-  // Defaults as host-local: network+1 to the last address (less the broadcast for IPv4).
-  const start = startIp ? toBig(startIp.bytes) : net + 1n;
-  const end = endIp ? toBig(endIp.bytes) : (net | hostMask) - (subnet.family === 4 ? 1n : 0n);
-  if (endIp && end < start) {
-    throw new Error(
-      `rangeEnd ${formatIp(endIp)} is in network ${formatCidr(subnet)} but before rangeStart ${
-        startIp ? formatIp(startIp) : "(default)"
-      }`,
-    );
-  }
-  return { subnet, start, end };
-}
-
-/** An address field of a range: absent, null or "" is unset (Go's net.IP from ""). */
-function optionalIp(range: JsonObject, key: string, subnet: ParsedCidr): ParsedIp | undefined {
-  const v = range[key];
-  if (v === undefined || v === null || v === "") return undefined;
-  if (typeof v !== "string") throw new Error(`${key} must be a string`);
-  const ip = parseIp(v);
-  if (!ip) throw new Error(`${key} ${JSON.stringify(v)} is not an IP address`);
-  if (ip.family !== subnet.family) {
-    throw new Error(`${key} ${v} is not the same protocol as subnet ${formatCidr(subnet)}`);
-  }
-  return ip;
-}
-
-/** Ranges of one family overlap when their [start, end] intervals meet. */
-function overlaps(a: Range, b: Range): boolean {
-  if (a.subnet.family !== b.subnet.family) return false;
-  return a.start <= b.end && b.start <= a.end;
+  if (sets.length === 0 && !ipRangesAtRuntime) throw invalid("ipam: no IP ranges specified");
 }

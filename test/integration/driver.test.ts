@@ -233,7 +233,7 @@ describe("cni-driver serve: pods on a bridge (integration)", function () {
     const { body } = await h.httpGet("/metrics");
     const line = body.split("\n").find((l) => l.startsWith("cni_driver_info{"));
     expect(line).to.match(
-      /^cni_driver_info\{version="\d+\.\d+\.\d+[^"]*",plumbing="(netlink|iproute2)",spawn="(native|node)"\} 1$/,
+      /^cni_driver_info\{version="\d+\.\d+\.\d+[^"]*",plumbing="(netlink|iproute2)",spawn="(native|node)",host_local="exec"\} 1$/,
     );
     // CI builds both native addons (scripts/setup.sh): there the fast ways must be in use.
     if (process.env.CI === "true")

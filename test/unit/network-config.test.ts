@@ -287,9 +287,9 @@ describe("driver/network-config loadDriverConfig", () => {
       [
         "an address without a prefix",
         hostLocal({ ranges: [[{ subnet: "10.1.0.0" }]] }),
-        "not a CIDR",
+        "invalid CIDR address: 10.1.0.0",
       ],
-      ["a word", { type: "host-local", subnet: "banana" }, "not a CIDR"],
+      ["a word", { type: "host-local", subnet: "banana" }, "invalid CIDR address: banana"],
       ["an IPv4 /31", hostLocal({ ranges: [[{ subnet: "10.1.0.0/31" }]] }), "too small"],
       ["an IPv4 /32", { type: "host-local", subnet: "10.1.0.1/32" }, "too small"],
       ["an IPv6 /127", hostLocal({ ranges: [[{ subnet: "fd00::/127" }]] }), "too small"],
@@ -301,19 +301,24 @@ describe("driver/network-config loadDriverConfig", () => {
       [
         "a gateway of the other family",
         hostLocal({ ranges: [[{ subnet: "10.1.0.0/24", gateway: "fd00::1" }]] }),
-        "not the same protocol",
+        "gateway fd00::1 not in network 10.1.0.0/24",
       ],
       [
         "a rangeStart outside the subnet",
         hostLocal({ ranges: [[{ subnet: "10.1.0.0/24", rangeStart: "10.1.1.10" }]] }),
-        "rangeStart 10.1.1.10 not in network",
+        "invalid range set 0: 10.1.1.10 not in network 10.1.0.0/24",
+      ],
+      [
+        "a rangeStart of the other family",
+        hostLocal({ ranges: [[{ subnet: "10.1.0.0/24", rangeStart: "fd00::5" }]] }),
+        "IP fd00::5 is not the same protocol as subnet 10.1.0.0/24",
       ],
       [
         "a rangeEnd before the rangeStart",
         hostLocal({
           ranges: [[{ subnet: "10.1.0.0/24", rangeStart: "10.1.0.50", rangeEnd: "10.1.0.20" }]],
         }),
-        "before rangeStart",
+        "10.1.0.20 is in network 10.1.0.0/24 but before start 10.1.0.50",
       ],
       ["an empty range set", hostLocal({ ranges: [[]] }), "empty range set"],
       ["no ranges at all", { type: "host-local" }, "no IP ranges specified"],

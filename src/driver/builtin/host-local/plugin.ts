@@ -1,0 +1,246 @@
+/**
+ * host-local, in-process: the reference IPAM plugin's ADD, DEL and CHECK
+ * (plugins/ipam/host-local, main.go and backend/allocator) on the same lease
+ * files, under the same lock, with the same answers, so that a node may switch
+ * between it and the exec'd binary at any time (`--host-local`). It saves the
+ * exec of a Go binary per ADD and per DEL: ≈ 2.5 ms of wall time and ≈ 2 ms of
+ * CPU each, most of what a pod costs the driver.
+ *
+ * GC and STATUS (CNI 1.1, which the Debian binary predates) do what current
+ * host-local does: GC releases the leases of attachments outside the valid set;
+ * STATUS reports ready.
+ *
+ * Failures are host-local's: code 999 with its message, as its skel reports
+ * any plain error; ADD undoes the ranges it had allocated before it fails.
+ */
+import { readFileSync } from "node:fs";
+import { CniError, ErrorCode } from "../../../cni/errors.js";
+import { convertResult, parseResult } from "../../../cni/result.js";
+import type { DNS } from "../../../cni/types.js";
+import { requireSupportedVersion } from "../../../cni/versions.js";
+import type { BuiltinPlugin, PluginInvocation } from "../../plugin-runner.js";
+import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
+import {
+  bigToIp,
+  type HostLocalRange,
+  parseAddress,
+  type RangeSet,
+  rangeContains,
+  rangeFor,
+  rangeSetString,
+} from "./ranges.js";
+import { HostLocalStore } from "./store.js";
+
+export const HOST_LOCAL_TYPE = "host-local";
+
+export interface HostLocalPluginOptions {
+  /** How long to wait for another process's hold on a network's lock. */
+  lockTimeoutMs: number;
+}
+
+export function createHostLocalPlugin(opts: HostLocalPluginOptions): BuiltinPlugin {
+  return {
+    // A chain's `ipam` of this type is checked at load (network-config.ts); as
+    // a plugin of its own, host-local reads its `ipam` key when it runs.
+    validate() {},
+    async run(inv) {
+      try {
+        return await runVerb(inv, opts);
+      } catch (err) {
+        if (err instanceof CniError) throw err;
+        throw new CniError(ErrorCode.Internal, (err as Error).message);
+      }
+    },
+  };
+}
+
+async function runVerb(inv: PluginInvocation, opts: HostLocalPluginOptions): Promise<unknown> {
+  const conf = loadHostLocalConfig(inv.config, inv.cniArgs ?? "");
+  const id = inv.containerId ?? "";
+  const ifName = inv.ifName ?? "";
+  const store = new HostLocalStore(conf.name, conf.dataDir);
+  const locked = <T>(fn: () => T) => store.locked(opts.lockTimeoutMs, fn);
+  switch (inv.command) {
+    case "ADD":
+      return add(conf, store, locked, id, ifName);
+    case "DEL": {
+      // Every range set releases by id; host-local goes on past errors and joins them.
+      const errors: string[] = [];
+      for (const _ of conf.rangeSets) {
+        await locked(() => store.releaseById(id, ifName)).catch((err: Error) =>
+          errors.push(err.message),
+        );
+      }
+      if (errors.length > 0) throw new Error(errors.join(";"));
+      return undefined;
+    }
+    case "CHECK":
+      if (!(await locked(() => store.findById(id, ifName))))
+        throw new Error(`host-local: Failed to find address added by container ${id}`);
+      return undefined;
+    case "GC": {
+      const valid = validAttachments(inv.config);
+      await locked(() => store.gc(valid));
+      return undefined;
+    }
+    case "STATUS":
+      return undefined;
+    default:
+      throw new CniError(ErrorCode.InvalidEnvironment, `unknown CNI_COMMAND: ${inv.command}`);
+  }
+}
+
+type Locked = <T>(fn: () => T) => Promise<T>;
+
+async function add(
+  conf: HostLocalConfig,
+  store: HostLocalStore,
+  locked: Locked,
+  id: string,
+  ifName: string,
+): Promise<unknown> {
+  const dns = conf.resolvConf ? parseResolvConf(conf.resolvConf) : {};
+  const pending = [...conf.requested];
+  const ips: Array<{ address: string; gateway: string }> = [];
+  const releaseAll = async () => {
+    for (let i = 0; i < ips.length; i++)
+      await locked(() => store.releaseById(id, ifName)).catch(() => undefined);
+  };
+  for (let idx = 0; idx < conf.rangeSets.length; idx++) {
+    const set = conf.rangeSets[idx]!;
+    // The first requested address this range set holds is its to give.
+    const at = pending.findIndex((ip) => rangeFor(set, ip.family, ip.value) !== undefined);
+    const wanted = at >= 0 ? pending.splice(at, 1)[0] : undefined;
+    try {
+      ips.push(await locked(() => allocate(store, set, idx, id, ifName, wanted)));
+    } catch (err) {
+      await releaseAll();
+      throw new Error(`failed to allocate for range ${idx}: ${(err as Error).message}`);
+    }
+  }
+  if (pending.length > 0) {
+    await releaseAll();
+    throw new Error(
+      `failed to allocate all requested IPs: ${pending.map((ip) => ip.text).join(" ")}`,
+    );
+  }
+  const result = parseResult({
+    cniVersion: "1.0.0",
+    ips,
+    ...(conf.routes !== undefined ? { routes: conf.routes } : {}),
+    dns,
+  });
+  const version = requireSupportedVersion(conf.cniVersion || "0.1.0");
+  return convertResult(result, version);
+}
+
+/** IPAllocator.Get for one range set, under the lock: the requested address, or the next free one. */
+function allocate(
+  store: HostLocalStore,
+  set: RangeSet,
+  rangeId: number,
+  id: string,
+  ifName: string,
+  wanted: RequestedIp | undefined,
+): { address: string; gateway: string } {
+  const leased = (r: HostLocalRange, ip: bigint) => ({
+    address: `${bigToIp(ip, r.family)}/${r.subnet.prefix}`,
+    gateway: bigToIp(r.gateway, r.family),
+  });
+  if (wanted) {
+    const r = rangeFor(set, wanted.family, wanted.value);
+    if (!r) throw new Error(`${wanted.text} not in range set ${rangeSetString(set)}`);
+    if (wanted.value === r.gateway)
+      throw new Error(`requested ip ${bigToIp(wanted.value, r.family)} is subnet's gateway`);
+    if (!store.reserve(id, ifName, bigToIp(wanted.value, r.family), rangeId)) {
+      throw new Error(
+        `requested IP address ${bigToIp(wanted.value, r.family)} is not available in range set ${rangeSetString(set)}`,
+      );
+    }
+    return leased(r, wanted.value);
+  }
+  // Duplicate allocation is not allowed by the spec.
+  for (const ip of store.getById(id, ifName)) {
+    const a = parseAddress(ip);
+    if (a && rangeFor(set, a.family, a.value))
+      throw new Error(`${ip} has been allocated to ${id}, duplicate allocation is not allowed`);
+  }
+  for (const [r, ip] of candidates(set, store.lastReservedIp(rangeId))) {
+    if (store.reserve(id, ifName, bigToIp(ip, r.family), rangeId)) return leased(r, ip);
+  }
+  throw new Error(`no IP addresses available in range set: ${rangeSetString(set)}`);
+}
+
+/**
+ * RangeIter: round robin from the address after the last one reserved (when a
+ * range of the set still holds it), else from the first range's start; across
+ * the set's ranges in order, wrapping once around; gateways skipped.
+ */
+function* candidates(
+  set: RangeSet,
+  lastReserved: string | undefined,
+): Generator<[HostLocalRange, bigint]> {
+  const last = lastReserved === undefined ? undefined : parseAddress(lastReserved);
+  const from = last && set.findIndex((r) => rangeContains(r, last.family, last.value));
+  let idx = from !== undefined && from >= 0 ? from : 0;
+  let cur: bigint | undefined = from !== undefined && from >= 0 ? last!.value : undefined;
+  let startIp: bigint | undefined = cur === undefined ? set[0]!.start : undefined;
+  // Every address of the set once, and the gateways: a bound the walk cannot pass.
+  const bound = set.reduce((n, r) => n + (r.end - r.start + 1n), 0n) + BigInt(set.length) + 1n;
+  for (let step = 0n; step <= bound; step++) {
+    let r = set[idx]!;
+    if (cur === undefined) {
+      cur = r.start;
+      startIp = cur;
+    } else {
+      if (cur === r.end) {
+        idx = (idx + 1) % set.length;
+        r = set[idx]!;
+        cur = r.start;
+      } else {
+        cur += 1n;
+      }
+      if (startIp === undefined) startIp = cur;
+      else if (cur === startIp) return;
+    }
+    if (cur !== r.gateway) yield [r, cur];
+  }
+}
+
+/** The valid attachments of a GC stdin, as "<id>\r\n<ifname>" keys. */
+function validAttachments(config: Record<string, unknown>): Set<string> {
+  const list = config["cni.dev/valid-attachments"] ?? config["cni.dev/attachments"];
+  const keys = new Set<string>();
+  if (Array.isArray(list)) {
+    for (const a of list as Array<Record<string, unknown>>) {
+      if (typeof a?.containerID === "string" && typeof a.ifname === "string")
+        keys.add(`${a.containerID.trim()}\r\n${a.ifname}`);
+    }
+  }
+  return keys;
+}
+
+/** parseResolvConf: nameserver, domain, search and options lines. */
+function parseResolvConf(path: string): DNS {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const why = e.code === "ENOENT" ? "no such file or directory" : e.message;
+    throw new Error(`open ${path}: ${why}`);
+  }
+  const dns: DNS = {};
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#") || line.startsWith(";")) continue;
+    const fields = line.split(/\s+/);
+    if (fields.length < 2) continue;
+    const [key, ...rest] = fields as [string, ...string[]];
+    if (key === "nameserver") dns.nameservers = [...(dns.nameservers ?? []), rest[0]!];
+    else if (key === "domain") dns.domain = rest[0]!;
+    else if (key === "search") dns.search = [...(dns.search ?? []), ...rest];
+    else if (key === "options") dns.options = [...(dns.options ?? []), ...rest];
+  }
+  return dns;
+}

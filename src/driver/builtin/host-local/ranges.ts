@@ -1,0 +1,201 @@
+/**
+ * host-local's ranges (plugins/ipam/host-local/backend/allocator: Range,
+ * RangeSet, LoadIPAMConfig), with its defaults and its error wording, shared by
+ * the config check at load (network-config.ts) and the in-process allocator.
+ *
+ * Addresses are bigints within their family, so that stepping, comparing and
+ * containment are plain arithmetic for IPv4 and IPv6 alike.
+ */
+import {
+  cidrHasHostBits,
+  cidrNetwork,
+  formatCidr,
+  formatIp,
+  type IpFamily,
+  type ParsedCidr,
+  parseCidr,
+  parseIp,
+} from "../../../cni/ip.js";
+
+export interface HostLocalRange {
+  family: IpFamily;
+  subnet: ParsedCidr;
+  /** First and last allocatable addresses, inclusive. */
+  start: bigint;
+  end: bigint;
+  gateway: bigint;
+}
+
+/** One entry of `ranges`: addresses from any of its ranges, all of one family. */
+export type RangeSet = HostLocalRange[];
+
+const width = (family: IpFamily): number => (family === 4 ? 32 : 128);
+
+export function ipToBig(bytes: Uint8Array): bigint {
+  let n = 0n;
+  for (const b of bytes) n = (n << 8n) | BigInt(b);
+  return n;
+}
+
+export function bigToIp(n: bigint, family: IpFamily): string {
+  const bytes = new Uint8Array(width(family) / 8);
+  for (let i = bytes.length - 1; i >= 0; i--) {
+    bytes[i] = Number(n & 0xffn);
+    n >>= 8n;
+  }
+  return formatIp(bytes);
+}
+
+/** An address as host-local takes it (Go's net.ParseIP, To4 form); undefined when it does not parse. */
+export function parseAddress(text: string): { family: IpFamily; value: bigint } | undefined {
+  const ip = parseIp(text);
+  return ip ? { family: ip.family, value: ipToBig(ip.bytes) } : undefined;
+}
+
+/** Range.Contains: same family, inside the subnet and within start..end. */
+export function rangeContains(r: HostLocalRange, family: IpFamily, ip: bigint): boolean {
+  return family === r.family && ip >= r.start && ip <= r.end;
+}
+
+/** RangeSet.RangeFor: the range holding the address, if any. */
+export function rangeFor(set: RangeSet, family: IpFamily, ip: bigint): HostLocalRange | undefined {
+  return set.find((r) => rangeContains(r, family, ip));
+}
+
+/** Range.String and RangeSet.String: "start-end" joined by ",". */
+export function rangeSetString(set: RangeSet): string {
+  return set.map((r) => `${bigToIp(r.start, r.family)}-${bigToIp(r.end, r.family)}`).join(",");
+}
+
+type JsonObject = Record<string, unknown>;
+
+/** An address key of a range: absent, null or "" is unset, as Go's net.IP reads them. */
+function optionalAddress(range: JsonObject, key: string): ReturnType<typeof parseAddress> {
+  const v = range[key];
+  if (v === undefined || v === null || v === "") return undefined;
+  if (typeof v !== "string") throw new Error(`${key} must be a string`);
+  const ip = parseAddress(v);
+  if (!ip) throw new Error(`invalid IP address: ${v}`);
+  return ip;
+}
+
+/**
+ * Range.Canonicalize: the subnet leaves room for addresses and has no host
+ * bits; the gateway defaults to network+1, rangeStart to network+1 and rangeEnd
+ * to the last address (less the broadcast for IPv4); each given one lies inside.
+ */
+export function parseRange(value: unknown): HostLocalRange {
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new Error("must be an object with a 'subnet'");
+  const range = value as JsonObject;
+  const text = range.subnet;
+  if (text === undefined || text === null || text === "") throw new Error("missing 'subnet'");
+  if (typeof text !== "string") throw new Error("'subnet' must be a string");
+  const subnet = parseCidr(text);
+  if (!subnet) throw new Error(`invalid CIDR address: ${text}`);
+  const family = subnet.family;
+  const bits = width(family);
+  // host-local cannot allocate from a /31 or /32 (a /127 or /128).
+  if (subnet.prefix > bits - 2)
+    throw new Error(`Network ${formatCidr(subnet)} too small to allocate from`);
+  const network = cidrNetwork(subnet);
+  if (cidrHasHostBits(subnet)) {
+    throw new Error(
+      `Network has host bits set. For a subnet mask of length ${subnet.prefix} the network address is ${formatIp(network.bytes)}`,
+    );
+  }
+  const net = ipToBig(network.bytes);
+  const last = net | ((1n << BigInt(bits - subnet.prefix)) - 1n);
+  const subnetText = formatCidr(subnet);
+  const inSubnet = (ip: { family: IpFamily; value: bigint }) =>
+    ip.family === family && ip.value >= net && ip.value <= last;
+  const text4 = (ip: { family: IpFamily; value: bigint }) => bigToIp(ip.value, ip.family);
+
+  const gw = optionalAddress(range, "gateway");
+  if (gw && !inSubnet(gw)) throw new Error(`gateway ${text4(gw)} not in network ${subnetText}`);
+  // Range.IPInRange, as Canonicalize calls it while start and end are still being set.
+  const inRange = (ip: { family: IpFamily; value: bigint }, start?: bigint) => {
+    if (ip.family !== family)
+      throw new Error(`IP ${text4(ip)} is not the same protocol as subnet ${subnetText}`);
+    if (!inSubnet(ip)) throw new Error(`${text4(ip)} not in network ${subnetText}`);
+    if (start !== undefined && ip.value < start) {
+      throw new Error(
+        `${text4(ip)} is in network ${subnetText} but before start ${bigToIp(start, family)}`,
+      );
+    }
+  };
+  const startIp = optionalAddress(range, "rangeStart");
+  if (startIp) inRange(startIp);
+  const start = startIp ? startIp.value : net + 1n;
+  const endIp = optionalAddress(range, "rangeEnd");
+  if (endIp) inRange(endIp, start);
+  const end = endIp ? endIp.value : family === 4 ? last - 1n : last;
+  return { family, subnet, start, end, gateway: gw ? gw.value : net + 1n };
+}
+
+/** Range.Overlaps: of one family, and either one's start or end inside the other. */
+function overlaps(a: HostLocalRange, b: HostLocalRange): boolean {
+  if (a.family !== b.family) return false;
+  return a.start <= b.end && b.start <= a.end;
+}
+
+/** RangeSet.Canonicalize: non-empty, one family, no two ranges overlapping. */
+export function parseRangeSet(value: unknown): RangeSet {
+  if (!Array.isArray(value)) throw new Error("must be a list of ranges");
+  if (value.length === 0) throw new Error("empty range set");
+  const set = value.map(parseRange);
+  const family = (set[0] as HostLocalRange).family;
+  if (set.some((r) => r.family !== family)) throw new Error("mixed address families");
+  for (let i = 0; i < set.length; i++) {
+    for (let j = i + 1; j < set.length; j++) {
+      const a = set[i] as HostLocalRange;
+      const b = set[j] as HostLocalRange;
+      if (overlaps(a, b)) {
+        throw new Error(`subnets ${rangeSetString([a])} and ${rangeSetString([b])} overlap`);
+      }
+    }
+  }
+  return set;
+}
+
+/**
+ * The range sets LoadIPAMConfig ends up with: the runtime's `ipRanges` first,
+ * then the legacy top-level range, then `ranges`; each canonicalised ("invalid
+ * range set N: …"), none overlapping another ("range set I overlaps with J").
+ * An empty list is for the caller to refuse: the config check allows it when
+ * the plugin takes ipRanges at run time.
+ */
+export function rangeSetsOf(ipam: JsonObject, runtimeIpRanges?: unknown): RangeSet[] {
+  const raw: unknown[] = [];
+  if (Array.isArray(runtimeIpRanges)) raw.push(...runtimeIpRanges);
+  if (ipam.subnet !== undefined && ipam.subnet !== null && ipam.subnet !== "") {
+    raw.push([
+      {
+        subnet: ipam.subnet,
+        rangeStart: ipam.rangeStart,
+        rangeEnd: ipam.rangeEnd,
+        gateway: ipam.gateway,
+      },
+    ]);
+  }
+  if (ipam.ranges !== undefined && ipam.ranges !== null) {
+    if (!Array.isArray(ipam.ranges)) throw new Error("'ranges' must be a list of range sets");
+    raw.push(...ipam.ranges);
+  }
+  const sets = raw.map((set, i) => {
+    try {
+      return parseRangeSet(set);
+    } catch (err) {
+      throw new Error(`invalid range set ${i}: ${(err as Error).message}`);
+    }
+  });
+  for (let i = 0; i < sets.length; i++) {
+    for (let j = i + 1; j < sets.length; j++) {
+      const a = sets[i] as RangeSet;
+      const b = sets[j] as RangeSet;
+      if (a.some((r1) => b.some((r2) => overlaps(r1, r2))))
+        throw new Error(`range set ${i} overlaps with ${j}`);
+    }
+  }
+  return sets;
+}

@@ -1,0 +1,167 @@
+/**
+ * host-local's disk store (backend/disk), byte for byte: one file per leased
+ * address in <dataDir>/<network>, named by the address and holding
+ * "<container id>\r\n<ifname>"; `last_reserved_ip.<range set>` holding the last
+ * address handed out from each range set; every change under the flock on
+ * `lock`. A lease written here is released by the host-local binary and the
+ * other way round.
+ *
+ * The reads and writes are synchronous: each is a few microseconds on a local
+ * file system, and the whole of one allocation runs under the lock anyway.
+ */
+import {
+  closeSync,
+  constants,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
+import { join } from "node:path";
+import { parseIp } from "../../../cni/ip.js";
+import { withFileLock } from "./file-lock.js";
+
+const LAST_IP_FILE_PREFIX = "last_reserved_ip.";
+const LINE_BREAK = "\r\n";
+
+/** Go's strings.TrimSpace, near enough: host-local trims ids and file contents. */
+const trim = (s: string): string => s.trim();
+
+export class HostLocalStore {
+  /** <dataDir>/<network>, made (0755) on open, as disk.New does. */
+  readonly dir: string;
+
+  constructor(network: string, dataDir: string) {
+    this.dir = join(dataDir, network);
+    mkdirSync(this.dir, { recursive: true, mode: 0o755 });
+  }
+
+  /** Runs `fn` under host-local's lock for this network. */
+  locked<T>(timeoutMs: number, fn: () => T): Promise<T> {
+    return withFileLock(join(this.dir, "lock"), timeoutMs, fn);
+  }
+
+  /** Store.Reserve: the lease file, created only if no one holds it, then last_reserved_ip. */
+  reserve(id: string, ifName: string, ip: string, rangeId: number): boolean {
+    const file = join(this.dir, ip);
+    let fd: number;
+    try {
+      fd = openSync(file, constants.O_RDWR | constants.O_EXCL | constants.O_CREAT, 0o644);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+      throw err;
+    }
+    try {
+      writeSync(fd, `${trim(id)}${LINE_BREAK}${ifName}`);
+    } catch (err) {
+      closeSync(fd);
+      unlinkSync(file);
+      throw err;
+    }
+    closeSync(fd);
+    writeFileSync(join(this.dir, `${LAST_IP_FILE_PREFIX}${rangeId}`), ip, { mode: 0o644 });
+    return true;
+  }
+
+  /** Store.LastReservedIP: the text in last_reserved_ip.<rangeId>, or undefined when there is none. */
+  lastReservedIp(rangeId: number): string | undefined {
+    try {
+      return readFileSync(join(this.dir, `${LAST_IP_FILE_PREFIX}${rangeId}`), "utf8");
+    } catch {
+      // host-local logs an unreadable file and starts from the range's beginning.
+      return undefined;
+    }
+  }
+
+  /** Store.GetByID: the addresses leased to this attachment (or, in the old format, to the id). */
+  getById(id: string, ifName: string): string[] {
+    const match = `${trim(id)}${LINE_BREAK}${ifName}`;
+    const matchOld = trim(id);
+    const ips: string[] = [];
+    for (const [, name, content] of this.files()) {
+      if ((content === match || content === matchOld) && parseIp(name) !== undefined)
+        ips.push(name);
+    }
+    return ips;
+  }
+
+  /** Store.FindByID: whether any lease is this attachment's (new format first, then the id alone). */
+  findById(id: string, ifName: string): boolean {
+    const match = `${trim(id)}${LINE_BREAK}${ifName}`;
+    const all = [...this.files()];
+    return all.some(([, , c]) => c === match) || all.some(([, , c]) => c === trim(id));
+  }
+
+  /**
+   * Store.ReleaseByID: removes every file holding this attachment; when there is
+   * none, every file holding the id alone (leases of host-local before 0.7).
+   * Errors are eaten, as host-local eats them, to release as much as it can.
+   */
+  releaseById(id: string, ifName: string): void {
+    if (!this.releaseWhere((c) => c === `${trim(id)}${LINE_BREAK}${ifName}`))
+      this.releaseWhere((c) => c === trim(id));
+  }
+
+  /**
+   * GC (CNI 1.1): releases the leases of attachments that are not in `valid`
+   * (keys "<id>\r\n<ifname>"); a lease in the old format is kept while its id is
+   * valid with any interface.
+   */
+  gc(valid: ReadonlySet<string>): void {
+    const validIds = new Set([...valid].map((k) => k.split(LINE_BREAK)[0]));
+    for (const [path, name, content] of this.files()) {
+      if (parseIp(name) === undefined) continue;
+      const keep = content.includes(LINE_BREAK) ? valid.has(content) : validIds.has(content);
+      if (!keep) unlinkQuietly(path);
+    }
+  }
+
+  private releaseWhere(matches: (content: string) => boolean): boolean {
+    let found = false;
+    for (const [path, , content] of this.files()) {
+      if (matches(content) && unlinkQuietly(path)) found = true;
+    }
+    return found;
+  }
+
+  /**
+   * Every file below the network's directory, as filepath.Walk visits them
+   * (lexical order, into subdirectories), with its trimmed content; files that
+   * cannot be read are passed over.
+   */
+  private *files(dir = this.dir): Generator<[path: string, name: string, content: string]> {
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const path = join(dir, e.name);
+      if (e.isDirectory()) {
+        yield* this.files(path);
+        continue;
+      }
+      let content: string;
+      try {
+        content = readFileSync(path, "utf8");
+      } catch {
+        continue;
+      }
+      yield [path, e.name, trim(content)];
+    }
+  }
+}
+
+function unlinkQuietly(path: string): boolean {
+  try {
+    unlinkSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
