@@ -435,11 +435,14 @@ export class BenchRun {
 
   /**
    * The life of a run: the reference chain's temp root, Ctrl-C handling, the
-   * spawn floor, a driver started, then `measure`; then what is left is
+   * spawn floor, a driver started (with `driverFlags`), then `measure`; then what is left is
    * counted, and everything removed (also after a failure). Resolves with the
    * exit code.
    */
-  async session(measure: (s: Session) => Promise<void>): Promise<number> {
+  async session(
+    measure: (s: Session) => Promise<void>,
+    driverFlags: readonly string[] = [],
+  ): Promise<number> {
     const o = this.settings;
     const reference = new ReferenceChain(o.referenceOctet, o.tempPrefix, this.tag);
     let harness: DriverHarness | undefined;
@@ -447,7 +450,7 @@ export class BenchRun {
     const started = new Date();
     try {
       const floorMs = await spawnFloorMs();
-      harness = new DriverHarness({ subnetOctet: o.driverOctet });
+      harness = new DriverHarness({ subnetOctet: o.driverOctet, extraFlags: [...driverFlags] });
       await harness.writeDefaultConfig();
       await harness.start();
       await measure({ harness, reference, started, floorMs });
@@ -503,13 +506,15 @@ export class BenchRun {
    * The report's head: the machine, then `extra` (what is measured besides
    * driver and reference), driver, reference, spawn floor and `plan`.
    */
-  printHeader(s: Session, plan: string, extra: readonly string[] = []): void {
+  printHeader(s: Session, plan: string, extra: readonly string[] = [], driverNote = ""): void {
     say(`${this.name}  ${s.started.toISOString()}`);
     say(
       `machine: ${availableParallelism()} cores (${cpus()[0]?.model.trim() ?? "?"}), Linux ${release()}, node ${process.version}, ${debVersion("containernetworking-plugins")}`,
     );
     for (const line of extra) say(line);
-    say(`driver: ${s.harness.network} (built-in midonet, kernel datapath) on ${s.harness.subnet}`);
+    say(
+      `driver: ${s.harness.network} (built-in midonet, kernel datapath) on ${s.harness.subnet}${driverNote}`,
+    );
     say(s.reference.describe());
     say(`exec path: ${execPath()}; floor (/bin/true, p50): ${fmt(s.floorMs, 2)} ms per exec`);
     say(`plan: ${plan}`);

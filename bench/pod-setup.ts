@@ -10,7 +10,9 @@
  * wall time. Rounds alternate driver/reference in ABBA order so drift and
  * machine noise hit both sides alike.
  *
- * Run as root: `npm run bench:pod-setup` (optionally `-- --levels 1,16`).
+ * Run as root: `npm run bench:pod-setup` (optionally `-- --levels 1,16`, and
+ * `-- --host-local in-process` for the driver's in-process host-local instead of
+ * the exec'd binary).
  * Everything it makes (driver root, namespaces, veths, leases) carries a random
  * tag and is removed at the end, also on failure or Ctrl-C.
  */
@@ -218,54 +220,74 @@ function parseLevels(argv: string[]): readonly Level[] {
   return chosen;
 }
 
+/** `--host-local exec|in-process`: how the driver runs host-local (its own flag). */
+function parseHostLocal(argv: string[]): "exec" | "in-process" {
+  const mode = option(argv, "--host-local") ?? "exec";
+  if (mode !== "exec" && mode !== "in-process")
+    throw new Error(`--host-local: "exec" or "in-process", not ${JSON.stringify(mode)}`);
+  return mode;
+}
+
 async function main(): Promise<number> {
   if (!bench.preflight()) return 1;
   const levels = parseLevels(process.argv.slice(2));
-  return bench.session(async (s) => {
-    const { harness, reference } = s;
-    if (harness.pid !== undefined) measuredPids.push(harness.pid);
-    const sides: readonly Side[] = [driverSide(harness), reference.side()];
-    bench.printHeader(
-      s,
-      `${WARMUP_PODS} warm-up pods per side, then ${levels.map((l) => `c=${l.concurrency}: ${l.rounds}×${l.podsPerRound}`).join(", ")} pods per side, rounds in ABBA order`,
-    );
+  const hostLocal = parseHostLocal(process.argv.slice(2));
+  return bench.session(
+    async (s) => {
+      const { harness, reference } = s;
+      if (harness.pid !== undefined) measuredPids.push(harness.pid);
+      const sides: readonly Side[] = [driverSide(harness), reference.side()];
+      bench.printHeader(
+        s,
+        `${WARMUP_PODS} warm-up pods per side, then ${levels.map((l) => `c=${l.concurrency}: ${l.rounds}×${l.podsPerRound}`).join(", ")} pods per side, rounds in ABBA order`,
+        [],
+        hostLocal === "exec"
+          ? ", host-local exec'd (--host-local exec)"
+          : ", host-local in-process (--host-local in-process)",
+      );
 
-    for (const side of sides) {
-      const pods = makePods(side, 0, "w", WARMUP_PODS);
-      await runRound(side, 1, pods, { add: [], del: [], pods: 0, wallMs: 0, cpuMs: 0 });
-      bench.removeNetns(pods.map((p) => p.netns));
-    }
-
-    const rows: Row[] = [];
-    for (const level of levels) {
-      if (bench.stopping) break;
-      const bySide = new Map<Side["label"], Samples>();
-      for (const side of sides)
-        bySide.set(side.label, { add: [], del: [], pods: 0, wallMs: 0, cpuMs: 0 });
-      for (let round = 0; round < level.rounds * 2 && !bench.stopping; round++) {
-        // ABBA: d r r d d r …
-        const side = sides[Math.floor((round + 1) / 2) % 2]!;
-        const pods = makePods(side, level.concurrency, round, level.podsPerRound);
-        try {
-          await sleep(SETTLE_MS);
-          await runRound(side, level.concurrency, pods, bySide.get(side.label)!);
-        } finally {
-          bench.removeNetns(pods.map((p) => p.netns));
-        }
-      }
       for (const side of sides) {
-        if (bySide.get(side.label)!.pods === 0) continue;
-        rows.push({ side: side.label, concurrency: level.concurrency, s: bySide.get(side.label)! });
+        const pods = makePods(side, 0, "w", WARMUP_PODS);
+        await runRound(side, 1, pods, { add: [], del: [], pods: 0, wallMs: 0, cpuMs: 0 });
+        bench.removeNetns(pods.map((p) => p.netns));
       }
-      if (!bench.stopping) process.stderr.write(`  c=${level.concurrency} done\n`);
-    }
 
-    bench.printStopped();
-    printTable(rows);
-    say();
-    printRatios(rows);
-    say();
-  });
+      const rows: Row[] = [];
+      for (const level of levels) {
+        if (bench.stopping) break;
+        const bySide = new Map<Side["label"], Samples>();
+        for (const side of sides)
+          bySide.set(side.label, { add: [], del: [], pods: 0, wallMs: 0, cpuMs: 0 });
+        for (let round = 0; round < level.rounds * 2 && !bench.stopping; round++) {
+          // ABBA: d r r d d r …
+          const side = sides[Math.floor((round + 1) / 2) % 2]!;
+          const pods = makePods(side, level.concurrency, round, level.podsPerRound);
+          try {
+            await sleep(SETTLE_MS);
+            await runRound(side, level.concurrency, pods, bySide.get(side.label)!);
+          } finally {
+            bench.removeNetns(pods.map((p) => p.netns));
+          }
+        }
+        for (const side of sides) {
+          if (bySide.get(side.label)!.pods === 0) continue;
+          rows.push({
+            side: side.label,
+            concurrency: level.concurrency,
+            s: bySide.get(side.label)!,
+          });
+        }
+        if (!bench.stopping) process.stderr.write(`  c=${level.concurrency} done\n`);
+      }
+
+      bench.printStopped();
+      printTable(rows);
+      say();
+      printRatios(rows);
+      say();
+    },
+    ["--host-local", hostLocal],
+  );
 }
 
 bench.run(main);
