@@ -8,6 +8,7 @@
  *     half-way leaves both and no cache entry. Decided from local truth only,
  *     never from the Kubernetes API, whose pod status lags the ADD (Antrea #4326).
  */
+import { existsSync } from "node:fs";
 import { readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
@@ -17,6 +18,9 @@ import { HOST_VETH_PREFIX } from "../midonet/host-veth-name.js";
 import { listBridgePorts } from "../plumbing/bridge.js";
 import { deleteHostLink } from "../plumbing/pod-interface.js";
 import { DELETION_QUEUE_DIR, parseDeletionRecord } from "../wire/deletion-record.js";
+import { DEFAULT_DATA_DIR } from "./builtin/host-local/config.js";
+import { flockAddon } from "./builtin/host-local/file-lock.js";
+import { HostLocalStore } from "./builtin/host-local/store.js";
 import { DEFAULT_BRIDGE, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import type { ConfigSource } from "./config-source.js";
 import type { ChainExecutor } from "./executor.js";
@@ -145,42 +149,37 @@ function tellDetached(d: RecoveryDeps, info: PodAttachmentInfo): void {
   }
 }
 
-/** host-local's lease directories of a network: one per host-local `ipam` in its chain. */
-export function hostLocalLeaseDirs(list: NetworkConfigList): string[] {
+/** host-local's lease stores of a network: one per host-local `ipam` in its chain. */
+export function hostLocalStores(list: NetworkConfigList): HostLocalStore[] {
   const dirs = new Set<string>();
   for (const p of list.plugins) {
     const ipam = p.raw.ipam as Record<string, unknown> | undefined;
     if (ipam && ipam.type === "host-local") {
-      const dataDir =
-        typeof ipam.dataDir === "string" && ipam.dataDir ? ipam.dataDir : "/var/lib/cni/networks";
-      dirs.add(join(dataDir, list.name));
+      dirs.add(typeof ipam.dataDir === "string" && ipam.dataDir ? ipam.dataDir : DEFAULT_DATA_DIR);
     }
   }
-  return [...dirs];
+  return [...dirs].map((dataDir) => new HostLocalStore(list.name, dataDir, false));
 }
 
+/** How long recovery waits for another process's hold on a network's lease lock. */
+const LEASE_LOCK_TIMEOUT_MS = 30_000;
+
+/**
+ * host-local's GC with the cached attachments as the valid set, under its lock
+ * when the flock addon is there (a runtime may exec host-local meanwhile), else
+ * without, as before the driver had the lock.
+ */
 async function releaseOrphanLeases(
   list: NetworkConfigList,
   held: Set<string>,
   logger: pino.Logger,
 ): Promise<void> {
-  for (const dir of hostLocalLeaseDirs(list)) {
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch {
-      continue;
-    }
-    for (const name of names) {
-      if (name === "lock" || name.startsWith("last_reserved_ip")) continue;
-      const path = join(dir, name);
-      const owner = (await readFile(path, "utf8").catch(() => "")).trim();
-      // host-local writes "id\r\nifname"; very old leases hold the id alone.
-      const key = owner.includes("\r\n") ? owner : undefined;
-      const heldById = [...held].some((h) => h.split("\r\n")[0] === owner);
-      if ((key && held.has(key)) || (!key && heldById)) continue;
-      await unlink(path).catch(() => {});
-      logger.warn({ network: list.name, ip: name, owner }, "released a lease no attachment holds");
-    }
+  for (const store of hostLocalStores(list)) {
+    if (!existsSync(store.dir)) continue;
+    const collect = () => store.gc(held);
+    const removed =
+      "addon" in flockAddon() ? await store.locked(LEASE_LOCK_TIMEOUT_MS, collect) : collect();
+    for (const { ip, owner } of removed)
+      logger.warn({ network: list.name, ip, owner }, "released a lease no attachment holds");
   }
 }

@@ -31,12 +31,13 @@ const LINE_BREAK = "\r\n";
 const trim = (s: string): string => s.trim();
 
 export class HostLocalStore {
-  /** <dataDir>/<network>, made (0755) on open, as disk.New does. */
+  /** <dataDir>/<network>. */
   readonly dir: string;
 
-  constructor(network: string, dataDir: string) {
+  /** The network's store; its directory is made (0755) unless `create` is false, as disk.New makes it. */
+  constructor(network: string, dataDir: string, create = true) {
     this.dir = join(dataDir, network);
-    mkdirSync(this.dir, { recursive: true, mode: 0o755 });
+    if (create) mkdirSync(this.dir, { recursive: true, mode: 0o755 });
   }
 
   /** Runs `fn` under host-local's lock for this network. */
@@ -106,17 +107,20 @@ export class HostLocalStore {
   }
 
   /**
-   * GC (CNI 1.1): releases the leases of attachments that are not in `valid`
-   * (keys "<id>\r\n<ifname>"); a lease in the old format is kept while its id is
-   * valid with any interface.
+   * GC (CNI 1.1), and the driver's start-up release of orphans: removes the
+   * leases of attachments that are not in `valid` (keys "<id>\r\n<ifname>"); a
+   * lease in the old format (the id alone) is kept while its id is valid with
+   * any interface. Returns what it removed: each lease's address and owner.
    */
-  gc(valid: ReadonlySet<string>): void {
+  gc(valid: ReadonlySet<string>): Array<{ ip: string; owner: string }> {
     const validIds = new Set([...valid].map((k) => k.split(LINE_BREAK)[0]));
+    const removed: Array<{ ip: string; owner: string }> = [];
     for (const [path, name, content] of this.files()) {
       if (parseIp(name) === undefined) continue;
       const keep = content.includes(LINE_BREAK) ? valid.has(content) : validIds.has(content);
-      if (!keep) unlinkQuietly(path);
+      if (!keep && unlinkQuietly(path)) removed.push({ ip: name, owner: content });
     }
+    return removed;
   }
 
   private releaseWhere(matches: (content: string) => boolean): boolean {
