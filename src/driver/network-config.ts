@@ -19,7 +19,7 @@ import {
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { utf8Bytes, utf8Text } from "../cni/go-json.js";
 import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../cni/ip.js";
-import { type RangeSet, rangeSetsOf } from "./builtin/host-local/ranges.js";
+import { RangeConfigError, type RangeSet, rangeSetsOf } from "./builtin/host-local/ranges.js";
 import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
 
 /** The optional `driver.json` key. */
@@ -307,7 +307,11 @@ export function validateHostLocal(ipam: JsonObject, ipRangesAtRuntime = false): 
   try {
     sets = rangeSetsOf(ipam);
   } catch (err) {
-    throw invalid(`ipam: ${(err as Error).message}`);
+    // host-local's words, and the subnet as the operator wrote it when they leave it out.
+    const { message } = err as Error;
+    const subnet = err instanceof RangeConfigError ? err.subnet : undefined;
+    const named = subnet && !message.includes(subnet) ? ` (subnet ${JSON.stringify(subnet)})` : "";
+    throw invalid(`ipam: ${message}${named}`);
   }
   if (sets.length === 0 && !ipRangesAtRuntime) throw invalid("ipam: no IP ranges specified");
 }

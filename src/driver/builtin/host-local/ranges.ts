@@ -79,12 +79,35 @@ function optionalAddress(range: JsonObject, key: string): ReturnType<typeof pars
   return ip;
 }
 
+/** A range host-local refuses, in its words; `subnet` is the subnet as written, when there is one. */
+export class RangeConfigError extends Error {
+  constructor(
+    message: string,
+    readonly subnet?: string,
+  ) {
+    super(message);
+    this.name = "RangeConfigError";
+  }
+}
+
 /**
  * Range.Canonicalize: the subnet leaves room for addresses and has no host
  * bits; the gateway defaults to network+1, rangeStart to network+1 and rangeEnd
  * to the last address (less the broadcast for IPv4); each given one lies inside.
  */
 export function parseRange(value: unknown): HostLocalRange {
+  try {
+    return canonicalRange(value);
+  } catch (err) {
+    const subnet = (value as JsonObject | null)?.subnet;
+    throw new RangeConfigError(
+      (err as Error).message,
+      typeof subnet === "string" ? subnet : undefined,
+    );
+  }
+}
+
+function canonicalRange(value: unknown): HostLocalRange {
   if (typeof value !== "object" || value === null || Array.isArray(value))
     throw new Error("must be an object with a 'subnet'");
   const range = value as JsonObject;
@@ -186,7 +209,8 @@ export function rangeSetsOf(ipam: JsonObject, runtimeIpRanges?: unknown): RangeS
     try {
       return parseRangeSet(set);
     } catch (err) {
-      throw new Error(`invalid range set ${i}: ${(err as Error).message}`);
+      const subnet = err instanceof RangeConfigError ? err.subnet : undefined;
+      throw new RangeConfigError(`invalid range set ${i}: ${(err as Error).message}`, subnet);
     }
   });
   for (let i = 0; i < sets.length; i++) {
