@@ -253,7 +253,14 @@ export async function startDriver(
     spawn: spawning.name,
     host_local: hostLocal.name,
   });
-  const builtins = new Map<string, BuiltinPlugin>([[MIDONET_PLUGIN_TYPE, createMidonetPlugin()]]);
+  const midonet = createMidonetPlugin({
+    onStaleHostEnd: (hostIfName, containerId) =>
+      logger.warn(
+        { hostIfName, containerId },
+        "replaced a host veth an older sandbox of the same pod left",
+      ),
+  });
+  const builtins = new Map<string, BuiltinPlugin>([[MIDONET_PLUGIN_TYPE, midonet]]);
   if (hostLocal.name === "in-process") {
     builtins.set(HOST_LOCAL_TYPE, createHostLocalPlugin({ lockTimeoutMs: opts.pluginTimeoutMs }));
   }

@@ -85,6 +85,33 @@ export async function createVethPair(spec: VethSpec, host: HostAttachment): Prom
   }
 }
 
+/**
+ * createVethPair, except that a host end of the same name left by another
+ * sandbox is removed and the pair made again. The host name comes from the
+ * pod's identity, so an older sandbox of the same pod whose DEL has not come
+ * yet (or never will: a runtime that lost it) would otherwise fail every new
+ * sandbox with "File exists", and the pod would never start. The newest sandbox
+ * wins, as kubelet wants it; the older one's DEL later spares the new link (it
+ * checks the MAC). A name taken inside the pod's own netns is not stale: that
+ * failure stands. Returns whether a stale host end was replaced.
+ */
+export async function createVethPairReplacingStale(
+  spec: VethSpec,
+  host: HostAttachment,
+): Promise<boolean> {
+  try {
+    await createVethPair(spec, host);
+    return false;
+  } catch (err) {
+    if (!(err instanceof IpCommandError) || !err.exists) throw err;
+    if (!(await showLink(spec.hostIfName))) throw err;
+    if (await showLink(spec.ifName, spec.netns)) throw err;
+    await deleteHostLink(spec.hostIfName);
+    await createVethPair(spec, host);
+    return true;
+  }
+}
+
 export interface ContainerSideSpec {
   netns: string;
   ifName: string;

@@ -154,6 +154,39 @@ describe("cni-driver serve: pods on a bridge (integration)", function () {
     expect(listHostLinks(hostVeth)).to.have.length(1);
   });
 
+  it("sets up a pod's new sandbox while the old one's veth still holds the name; the old one's late DEL spares the new one", async () => {
+    // Two sandboxes of one pod: the same pod identity, so the same host veth name.
+    const pod = { namespace: h.podNamespace, name: h.podName(23), uid: "" };
+    const sandbox = (s: "a" | "b") => h.podRequest(`23${s}`, { pod });
+    createNetns(h.netnsName("23a"));
+    createNetns(h.netnsName("23b"));
+    try {
+      const a = await h.client.setUpPod(sandbox("a"));
+      expectNoCniError(a);
+      const hostEnd = a.result?.interfaces.find((i) => !i.sandbox)?.name as string;
+      expect(listHostLinks(hostEnd), "A's host end").to.have.length(1);
+
+      // A's DEL has not come: B takes the name, and the network.
+      const b = await h.client.setUpPod(sandbox("b"));
+      expectNoCniError(b);
+      expect(b.result?.interfaces.find((i) => !i.sandbox)?.name).to.equal(hostEnd);
+      expect(linkIn(h.netnsName("23a"), "eth0"), "A's eth0, its peer replaced").to.equal(undefined);
+      expect(pingFrom(h.netnsName("23b"), h.gateway), "B -> gateway").to.equal(true);
+      expect(h.logs).to.contain("replaced a host veth an older sandbox of the same pod left");
+
+      // A's DEL, late: its lease goes, B's link and lease stay.
+      expectNoCniError(await h.client.tearDownPod(sandbox("a")));
+      expect(h.leases()).to.have.members([podIp(b)]);
+      expect(pingFrom(h.netnsName("23b"), h.gateway), "B -> gateway after A's DEL").to.equal(true);
+      expectNoCniError(await h.client.tearDownPod(sandbox("b")));
+      expect(listHostLinks(hostEnd)).to.deep.equal([]);
+      expect(h.leases()).to.deep.equal([]);
+    } finally {
+      deleteNetns(h.netnsName("23a"));
+      deleteNetns(h.netnsName("23b"));
+    }
+  });
+
   it("succeeds on a second DEL of the same pod", async () => {
     await pods.add(5);
     const lease = h.leases();

@@ -19,7 +19,7 @@ import { IpCommandError } from "../../plumbing/ip-batch.js";
 import { normalizeMac, randomMac } from "../../plumbing/mac.js";
 import {
   configureContainerSide,
-  createVethPair,
+  createVethPairReplacingStale,
   deletePodInterface,
   inspectPodInterface,
   type PodRoute,
@@ -68,7 +68,12 @@ export function readMidonetConfig(conf: Record<string, unknown>): MidonetPluginC
   return { datapath, bridge, mtu, ipam: ipam as MidonetPluginConfig["ipam"] };
 }
 
-export function createMidonetPlugin(): BuiltinPlugin {
+export interface MidonetPluginOptions {
+  /** Told when an ADD replaced the host end an older sandbox of the same pod left. */
+  onStaleHostEnd?: (hostIfName: string, containerId: string) => void;
+}
+
+export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlugin {
   const bridges = new BridgeCache();
 
   return {
@@ -79,7 +84,7 @@ export function createMidonetPlugin(): BuiltinPlugin {
       const conf = readMidonetConfig(inv.config);
       switch (inv.command) {
         case "ADD":
-          return add(inv, conf, delegate, bridges);
+          return add(inv, conf, delegate, bridges, opts);
         case "DEL":
           await del(inv, conf, delegate);
           return undefined;
@@ -144,6 +149,7 @@ async function add(
   conf: MidonetPluginConfig,
   delegate: RunPlugin,
   bridges: BridgeCache,
+  opts: MidonetPluginOptions,
 ): Promise<unknown> {
   const { containerId, netns, ifName } = required(inv);
   const cniVersion = requireSupportedVersion(inv.config.cniVersion);
@@ -156,13 +162,13 @@ async function add(
     hostMac: randomMac(),
   };
   const bridge = conf.datapath === "kernel" ? conf.bridge : undefined;
-  // IPAM (an exec of host-local) and the veth pair (an exec of ip) overlap: the
-  // pair needs no address until phase 2.
+  // IPAM and the veth pair overlap: the pair needs no address until phase 2.
   const [ipamOut, pair] = await Promise.allSettled([
     delegate({ ...inv, type: conf.ipam.type }),
     (async () => {
       if (bridge) await bridges.exists(bridge, conf.mtu);
-      await createVethPair(veth, { bridge });
+      if (await createVethPairReplacingStale(veth, { bridge }))
+        opts.onStaleHostEnd?.(veth.hostIfName, containerId);
     })(),
   ]);
   const undo = async (ipamAllocated: boolean) => {

@@ -5,9 +5,9 @@
  */
 import { loadArgs, parseCniArgs } from "../../../cni/args.js";
 import type { CniError } from "../../../cni/errors.js";
-import type { IpFamily } from "../../../cni/ip.js";
+import { type IpFamily, parseCidr, parseIp } from "../../../cni/ip.js";
 import { versionAtLeast } from "../../../cni/versions.js";
-import { parseAddress, type RangeSet, rangeSetsOf } from "./ranges.js";
+import { bigToIp, ipToBig, type RangeSet, rangeSetsOf } from "./ranges.js";
 
 /** host-local's default when the config names no dataDir. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
@@ -36,19 +36,64 @@ type JsonObject = Record<string, unknown>;
 const isObject = (v: unknown): v is JsonObject =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 
-function requested(text: unknown, from: string): RequestedIp {
-  // runtimeConfig.ips may carry a prefix ("10.1.0.5/24"): host-local takes the address.
-  const raw = typeof text === "string" ? text.split("/")[0]! : undefined;
-  const ip = raw === undefined ? undefined : parseAddress(raw);
-  if (!ip) throw new Error(`cannot understand ip: ${from} ${JSON.stringify(text)}`);
-  return { ...ip, text: raw! };
+/**
+ * pkg/ip's ParseIP, which CNI_ARGS `IP`, `args.cni.ips` and runtimeConfig `ips`
+ * are all decoded with: an address, or an address with a prefix
+ * ("10.1.0.5/24"), of which host-local takes the address.
+ */
+function parseRequested(text: string): RequestedIp | undefined {
+  const ip = text.includes("/") ? parseCidr(text) : parseIp(text);
+  if (!ip) return undefined;
+  const value = ipToBig(ip.bytes);
+  return { family: ip.family, value, text: bigToIp(value, ip.family) };
+}
+
+/** An entry of `args.cni.ips` or runtimeConfig `ips`, refused as ip.IP's UnmarshalText refuses it. */
+function requestedFromJson(value: unknown, from: string): RequestedIp {
+  if (typeof value !== "string")
+    throw new Error(`${from}: cannot unmarshal ${JSON.stringify(value)} into an IP address`);
+  const ip = parseRequested(value);
+  if (!ip) throw new Error(`invalid IP address ${value}`);
+  return ip;
+}
+
+/**
+ * `ipam.routes` as the binary's libcni (1.0) decodes them into types.Route:
+ * `dst` and `gw` only (mtu, priority and the rest came with libcni 1.2), with
+ * net.ParseCIDR's and net.IP's complaints.
+ */
+function routesOf(value: unknown): unknown {
+  if (!Array.isArray(value)) return value;
+  return value.map((route) => {
+    if (!isObject(route)) return route;
+    const { dst, gw } = route;
+    if (typeof dst === "string" && !parseCidr(dst)) throw new Error(`invalid CIDR address: ${dst}`);
+    if (typeof gw === "string" && gw !== "" && !parseIp(gw))
+      throw new Error(`invalid IP address: ${gw}`);
+    return { dst, ...(gw !== undefined && gw !== null && gw !== "" ? { gw } : {}) };
+  });
 }
 
 /** LoadIPAMConfig, for the plugin's stdin object and CNI_ARGS text. */
 export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLocalConfig {
   const ipam = stdin.ipam;
+  // What Go's json.Unmarshal of the whole stdin refuses is reported first.
+  const args = isObject(stdin.args) && isObject(stdin.args.cni) ? stdin.args.cni : undefined;
+  const fromArgs = Array.isArray(args?.ips)
+    ? args.ips.map((ip) => requestedFromJson(ip, "args.cni.ips"))
+    : [];
+  const runtime = isObject(stdin.runtimeConfig) ? stdin.runtimeConfig : {};
+  const fromRuntime = Array.isArray(runtime.ips)
+    ? runtime.ips.map((ip) => requestedFromJson(ip, "runtimeConfig.ips"))
+    : [];
+  const routes = isObject(ipam) ? routesOf(ipam.routes) : undefined;
   if (!isObject(ipam)) throw new Error("IPAM config missing 'ipam' key");
+
   const asked: RequestedIp[] = [];
+  // host-local keeps the requested addresses in a map keyed by their text: one address asked twice is one.
+  const ask = (ip: RequestedIp) => {
+    if (!asked.some((a) => a.family === ip.family && a.value === ip.value)) asked.push(ip);
+  };
   if (cniArgs !== "") {
     let ip: string | undefined;
     try {
@@ -58,18 +103,16 @@ export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLoc
     }
     // An empty IP= is no address, as Go's net.IP reads "".
     if (ip !== undefined && ip !== "") {
-      if (!parseAddress(ip))
-        throw new Error(`ARGS: error parsing value of pair "IP=${ip}": invalid IP address ${ip}`);
-      asked.push(requested(ip, "IP"));
+      const parsed = parseRequested(ip);
+      if (!parsed) {
+        throw new Error(
+          `ARGS: error parsing value of pair ${JSON.stringify(`IP=${ip}`)}: invalid IP address ${ip}`,
+        );
+      }
+      ask(parsed);
     }
   }
-  const args = isObject(stdin.args) && isObject(stdin.args.cni) ? stdin.args.cni : undefined;
-  if (Array.isArray(args?.ips))
-    for (const ip of args.ips) asked.push(requested(ip, "args.cni.ips"));
-  const runtime = isObject(stdin.runtimeConfig) ? stdin.runtimeConfig : {};
-  if (Array.isArray(runtime.ips)) {
-    for (const ip of runtime.ips) asked.push(requested(ip, "runtimeConfig.ips"));
-  }
+  for (const ip of [...fromArgs, ...fromRuntime]) ask(ip);
 
   const rangeSets = rangeSetsOf(ipam, runtime.ipRanges);
   if (rangeSets.length === 0) throw new Error("no IP ranges specified");
@@ -86,7 +129,7 @@ export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLoc
     ...(typeof ipam.resolvConf === "string" && ipam.resolvConf !== ""
       ? { resolvConf: ipam.resolvConf }
       : {}),
-    ...(ipam.routes !== undefined && ipam.routes !== null ? { routes: ipam.routes } : {}),
+    ...(routes !== undefined && routes !== null ? { routes } : {}),
     rangeSets,
     requested: asked,
   };

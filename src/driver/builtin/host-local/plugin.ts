@@ -17,7 +17,12 @@ import { readFileSync } from "node:fs";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
 import { convertResult, parseResult } from "../../../cni/result.js";
 import type { DNS } from "../../../cni/types.js";
-import { requireSupportedVersion } from "../../../cni/versions.js";
+import {
+  isSupportedVersion,
+  requireSupportedVersion,
+  SUPPORTED_VERSIONS,
+  versionAtLeast,
+} from "../../../cni/versions.js";
 import type { BuiltinPlugin, PluginInvocation } from "../../plugin-runner.js";
 import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
 import {
@@ -54,7 +59,30 @@ export function createHostLocalPlugin(opts: HostLocalPluginOptions): BuiltinPlug
   };
 }
 
+/**
+ * What skel checks before host-local sees the call: CHECK needs a 0.4.0 config
+ * and a plugin version at least the config's; every verb a version the plugin speaks.
+ */
+function skelVersionCheck(command: string, config: Record<string, unknown>): void {
+  const v =
+    typeof config.cniVersion === "string" && config.cniVersion !== "" ? config.cniVersion : "0.1.0";
+  if (command === "CHECK") {
+    if (!versionAtLeast(v, "0.4.0"))
+      throw new CniError(ErrorCode.IncompatibleVersion, "config version does not allow CHECK");
+    if (!SUPPORTED_VERSIONS.some((p) => versionAtLeast(p, v)))
+      throw new CniError(ErrorCode.IncompatibleVersion, "plugin version does not allow CHECK");
+  }
+  if (!isSupportedVersion(v)) {
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      "incompatible CNI versions",
+      `config is ${JSON.stringify(v)}, plugin supports [${SUPPORTED_VERSIONS.map((s) => JSON.stringify(s)).join(" ")}]`,
+    );
+  }
+}
+
 async function runVerb(inv: PluginInvocation, opts: HostLocalPluginOptions): Promise<unknown> {
+  skelVersionCheck(inv.command, inv.config);
   const conf = loadHostLocalConfig(inv.config, inv.cniArgs ?? "");
   const id = inv.containerId ?? "";
   const ifName = inv.ifName ?? "";
@@ -131,7 +159,11 @@ async function add(
     dns,
   });
   const version = requireSupportedVersion(conf.cniVersion || "0.1.0");
-  return convertResult(result, version);
+  const out = convertResult(result, version);
+  // The binary's libcni (before 1.2, which brought 1.1.0) writes a 1.0.0
+  // result's dns even when empty; the driver's own output drops it either way.
+  if (version === "1.0.0" && !("dns" in out)) return { ...out, dns: {} };
+  return out;
 }
 
 /** IPAllocator.Get for one range set, under the lock: the requested address, or the next free one. */
