@@ -305,7 +305,7 @@ function checkPlugin(plugin: PluginConfig, opts: LoadOptions): void {
 export function validateHostLocal(ipam: JsonObject, ipRangesAtRuntime = false): void {
   let sets: RangeSet[];
   try {
-    sets = rangeSetsOf(ipam);
+    sets = rangeSetsOf(ipam, { strict: true });
   } catch (err) {
     // host-local's words, and the subnet as the operator wrote it when they leave it out.
     const { message } = err as Error;

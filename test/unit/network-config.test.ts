@@ -306,21 +306,26 @@ describe("driver/network-config loadDriverConfig", () => {
       [
         "a rangeStart outside the subnet",
         hostLocal({ ranges: [[{ subnet: "10.1.0.0/24", rangeStart: "10.1.1.10" }]] }),
-        "invalid range set 0: 10.1.1.10 not in network 10.1.0.0/24",
+        "invalid range set 0: RangeStart 10.1.1.10 not in network 10.1.0.0/24",
       ],
       [
         "a rangeStart of the other family",
         hostLocal({ ranges: [[{ subnet: "10.1.0.0/24", rangeStart: "fd00::5" }]] }),
-        "IP fd00::5 is not the same protocol as subnet 10.1.0.0/24",
+        "RangeStart fd00::5 not in network 10.1.0.0/24",
       ],
       [
         "a rangeEnd before the rangeStart",
         hostLocal({
           ranges: [[{ subnet: "10.1.0.0/24", rangeStart: "10.1.0.50", rangeEnd: "10.1.0.20" }]],
         }),
-        "10.1.0.20 is in network 10.1.0.0/24 but before start 10.1.0.50",
+        "RangeStart 10.1.0.50 not in network 10.1.0.0/24 (it is after rangeEnd 10.1.0.20)",
       ],
       ["an empty range set", hostLocal({ ranges: [[]] }), "empty range set"],
+      [
+        "a range without a subnet",
+        hostLocal({ ranges: [[{ rangeStart: "10.1.0.5" }]] }),
+        "invalid range set 0: missing 'subnet'",
+      ],
       ["no ranges at all", { type: "host-local" }, "no IP ranges specified"],
       [
         "mixed families in one set",

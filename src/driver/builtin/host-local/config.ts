@@ -7,7 +7,7 @@ import { loadArgs, parseCniArgs } from "../../../cni/args.js";
 import type { CniError } from "../../../cni/errors.js";
 import { type IpFamily, parseCidr, parseIp } from "../../../cni/ip.js";
 import { versionAtLeast } from "../../../cni/versions.js";
-import { bigToIp, ipToBig, type RangeSet, rangeSetsOf } from "./ranges.js";
+import { bigToIp, ipToBig, type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
 
 /** host-local's default when the config names no dataDir. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
@@ -114,13 +114,14 @@ export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLoc
   }
   for (const ip of [...fromArgs, ...fromRuntime]) ask(ip);
 
-  const rangeSets = rangeSetsOf(ipam, runtime.ipRanges);
+  const rangeSets = rangeSetsOf(ipam, { runtimeIpRanges: runtime.ipRanges, checkOverlaps: false });
   if (rangeSets.length === 0) throw new Error("no IP ranges specified");
   const cniVersion = typeof stdin.cniVersion === "string" ? stdin.cniVersion : "";
   const perFamily = (f: IpFamily) => rangeSets.filter((s) => s[0]!.family === f).length;
   if ((perFamily(4) > 1 || perFamily(6) > 1) && !versionAtLeast(cniVersion || "0.1.0", "0.3.0")) {
     throw new Error(`CNI version ${cniVersion} does not support more than 1 address per family`);
   }
+  requireNoOverlaps(rangeSets);
   const dataDir = typeof ipam.dataDir === "string" && ipam.dataDir !== "" ? ipam.dataDir : "";
   return {
     name: typeof stdin.name === "string" ? stdin.name : "",

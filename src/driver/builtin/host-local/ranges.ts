@@ -91,13 +91,17 @@ export class RangeConfigError extends Error {
 }
 
 /**
- * Range.Canonicalize: the subnet leaves room for addresses and has no host
- * bits; the gateway defaults to network+1, rangeStart to network+1 and rangeEnd
- * to the last address (less the broadcast for IPv4); each given one lies inside.
+ * Range.Canonicalize as Debian's host-local (1.1.1) does it: the subnet leaves
+ * room for addresses and has no host bits; rangeStart defaults to network+1 and
+ * rangeEnd to the last address (less the broadcast for IPv4), and each given
+ * one must lie in the subnet and within the other ("RangeStart … not in network
+ * …"); the gateway defaults to network+1 and is taken as given. `strict` (the
+ * config check at load) also refuses a gateway outside the subnet, and words a
+ * missing subnet and a start after the end plainly.
  */
-export function parseRange(value: unknown): HostLocalRange {
+export function parseRange(value: unknown, strict = false): HostLocalRange {
   try {
-    return canonicalRange(value);
+    return canonicalRange(value, strict);
   } catch (err) {
     const subnet = (value as JsonObject | null)?.subnet;
     throw new RangeConfigError(
@@ -107,12 +111,15 @@ export function parseRange(value: unknown): HostLocalRange {
   }
 }
 
-function canonicalRange(value: unknown): HostLocalRange {
+type Address = { family: IpFamily; value: bigint };
+
+function canonicalRange(value: unknown, strict: boolean): HostLocalRange {
   if (typeof value !== "object" || value === null || Array.isArray(value))
     throw new Error("must be an object with a 'subnet'");
   const range = value as JsonObject;
   const text = range.subnet;
-  if (text === undefined || text === null || text === "") throw new Error("missing 'subnet'");
+  if (text === undefined || text === null || text === "")
+    throw new Error(strict ? "missing 'subnet'" : "IP <nil> not v4 nor v6");
   if (typeof text !== "string") throw new Error("'subnet' must be a string");
   const subnet = parseCidr(text);
   if (!subnet) throw new Error(`invalid CIDR address: ${text}`);
@@ -130,30 +137,36 @@ function canonicalRange(value: unknown): HostLocalRange {
   const net = ipToBig(network.bytes);
   const last = net | ((1n << BigInt(bits - subnet.prefix)) - 1n);
   const subnetText = formatCidr(subnet);
-  const inSubnet = (ip: { family: IpFamily; value: bigint }) =>
-    ip.family === family && ip.value >= net && ip.value <= last;
-  const text4 = (ip: { family: IpFamily; value: bigint }) => bigToIp(ip.value, ip.family);
+  const inSubnet = (ip: Address) => ip.family === family && ip.value >= net && ip.value <= last;
+  const show = (ip: Address) => bigToIp(ip.value, ip.family);
 
   const gw = optionalAddress(range, "gateway");
-  if (gw && !inSubnet(gw)) throw new Error(`gateway ${text4(gw)} not in network ${subnetText}`);
-  // Range.IPInRange, as Canonicalize calls it while start and end are still being set.
-  const inRange = (ip: { family: IpFamily; value: bigint }, start?: bigint) => {
-    if (ip.family !== family)
-      throw new Error(`IP ${text4(ip)} is not the same protocol as subnet ${subnetText}`);
-    if (!inSubnet(ip)) throw new Error(`${text4(ip)} not in network ${subnetText}`);
-    if (start !== undefined && ip.value < start) {
-      throw new Error(
-        `${text4(ip)} is in network ${subnetText} but before start ${bigToIp(start, family)}`,
-      );
-    }
-  };
+  if (strict && gw && !inSubnet(gw))
+    throw new Error(`gateway ${show(gw)} not in network ${subnetText}`);
   const startIp = optionalAddress(range, "rangeStart");
-  if (startIp) inRange(startIp);
-  const start = startIp ? startIp.value : net + 1n;
   const endIp = optionalAddress(range, "rangeEnd");
-  if (endIp) inRange(endIp, start);
-  const end = endIp ? endIp.value : family === 4 ? last - 1n : last;
-  return { family, subnet, start, end, gateway: gw ? gw.value : net + 1n };
+  // Range.Contains, with whichever of start and end the config gave.
+  const contained = (ip: Address, what: string) => {
+    const afterEnd = endIp && ip.value > endIp.value;
+    const beforeStart = startIp && ip.value < startIp.value;
+    if (inSubnet(ip) && !afterEnd && !beforeStart) return;
+    const why =
+      strict && inSubnet(ip)
+        ? afterEnd
+          ? ` (it is after rangeEnd ${show(endIp)})`
+          : ` (it is before rangeStart ${show(startIp!)})`
+        : "";
+    throw new Error(`${what} ${show(ip)} not in network ${subnetText}${why}`);
+  };
+  if (startIp) contained(startIp, "RangeStart");
+  if (endIp) contained(endIp, "RangeEnd");
+  return {
+    family,
+    subnet,
+    start: startIp ? startIp.value : net + 1n,
+    end: endIp ? endIp.value : family === 4 ? last - 1n : last,
+    gateway: gw ? gw.value : net + 1n,
+  };
 }
 
 /** Range.Overlaps: of one family, and either one's start or end inside the other. */
@@ -163,10 +176,10 @@ function overlaps(a: HostLocalRange, b: HostLocalRange): boolean {
 }
 
 /** RangeSet.Canonicalize: non-empty, one family, no two ranges overlapping. */
-export function parseRangeSet(value: unknown): RangeSet {
+export function parseRangeSet(value: unknown, strict = false): RangeSet {
   if (!Array.isArray(value)) throw new Error("must be a list of ranges");
   if (value.length === 0) throw new Error("empty range set");
-  const set = value.map(parseRange);
+  const set = value.map((r) => parseRange(r, strict));
   const family = (set[0] as HostLocalRange).family;
   if (set.some((r) => r.family !== family)) throw new Error("mixed address families");
   for (let i = 0; i < set.length; i++) {
@@ -184,11 +197,17 @@ export function parseRangeSet(value: unknown): RangeSet {
 /**
  * The range sets LoadIPAMConfig ends up with: the runtime's `ipRanges` first,
  * then the legacy top-level range, then `ranges`; each canonicalised ("invalid
- * range set N: …"), none overlapping another ("range set I overlaps with J").
- * An empty list is for the caller to refuse: the config check allows it when
- * the plugin takes ipRanges at run time.
+ * range set N: …"), none overlapping another ("range set I overlaps with J")
+ * unless `checkOverlaps` is false: host-local checks the CNI version's limit of
+ * one address per family in between (see requireNoOverlaps). `strict`: see
+ * parseRange. An empty list is for the caller to refuse: the config check
+ * allows it when the plugin takes ipRanges at run time.
  */
-export function rangeSetsOf(ipam: JsonObject, runtimeIpRanges?: unknown): RangeSet[] {
+export function rangeSetsOf(
+  ipam: JsonObject,
+  opts: { runtimeIpRanges?: unknown; checkOverlaps?: boolean; strict?: boolean } = {},
+): RangeSet[] {
+  const { runtimeIpRanges, checkOverlaps = true, strict = false } = opts;
   const raw: unknown[] = [];
   if (Array.isArray(runtimeIpRanges)) raw.push(...runtimeIpRanges);
   if (ipam.subnet !== undefined && ipam.subnet !== null && ipam.subnet !== "") {
@@ -207,12 +226,18 @@ export function rangeSetsOf(ipam: JsonObject, runtimeIpRanges?: unknown): RangeS
   }
   const sets = raw.map((set, i) => {
     try {
-      return parseRangeSet(set);
+      return parseRangeSet(set, strict);
     } catch (err) {
       const subnet = err instanceof RangeConfigError ? err.subnet : undefined;
       throw new RangeConfigError(`invalid range set ${i}: ${(err as Error).message}`, subnet);
     }
   });
+  if (checkOverlaps) requireNoOverlaps(sets);
+  return sets;
+}
+
+/** LoadIPAMConfig's last check: no two range sets overlap. */
+export function requireNoOverlaps(sets: RangeSet[]): void {
   for (let i = 0; i < sets.length; i++) {
     for (let j = i + 1; j < sets.length; j++) {
       const a = sets[i] as RangeSet;
@@ -221,5 +246,4 @@ export function rangeSetsOf(ipam: JsonObject, runtimeIpRanges?: unknown): RangeS
         throw new Error(`range set ${i} overlaps with ${j}`);
     }
   }
-  return sets;
 }
