@@ -12,12 +12,12 @@
 import {
   closeSync,
   constants,
+  ftruncateSync,
   mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
   unlinkSync,
-  writeFileSync,
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
@@ -63,7 +63,7 @@ export class HostLocalStore {
       throw err;
     }
     closeSync(fd);
-    writeFileSync(join(this.dir, `${LAST_IP_FILE_PREFIX}${rangeId}`), ip, { mode: 0o644 });
+    rewrite(join(this.dir, `${LAST_IP_FILE_PREFIX}${rangeId}`), ip);
     return true;
   }
 
@@ -158,6 +158,24 @@ export class HostLocalStore {
       }
       yield [path, e.name, trim(content)];
     }
+  }
+}
+
+/**
+ * The file's content made `text` (created 0644 if missing), as os.WriteFile
+ * leaves it, but cut to length after the write rather than truncated to zero
+ * before it: ext4 takes a truncation to zero of a file with data as the start
+ * of a replace (auto_da_alloc) and allocates and starts writing back its blocks
+ * at once, ≈ 0.6 ms a call here, for every pod.
+ */
+function rewrite(path: string, text: string): void {
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT, 0o644);
+  try {
+    const bytes = Buffer.from(text);
+    writeSync(fd, bytes, 0, bytes.length, 0);
+    ftruncateSync(fd, bytes.length);
+  } finally {
+    closeSync(fd);
   }
 }
 
