@@ -129,8 +129,19 @@ function statusOf(err: unknown): number | undefined {
   return err instanceof MidonetApiError ? err.status : undefined;
 }
 
+/**
+ * Deletion order: the reverse of creation, except that a tunnel zone membership
+ * goes first. A default-zone member is known as ours only while its host is a
+ * node's (wanted in the zone, or bound to one of our ports); deleted after the
+ * host's bindings, a crash in between would leave a membership that no later
+ * resync recognises. Nothing depends on a membership, so it can go first.
+ */
+function deletionRank(kind: ResourceKind): number {
+  return kind === "TunnelZoneHost" ? Number.MAX_SAFE_INTEGER : CREATION_RANK[kind];
+}
+
 function compareDeletion(a: MidonetObject, b: MidonetObject): number {
-  const rank = CREATION_RANK[b.kind] - CREATION_RANK[a.kind];
+  const rank = deletionRank(b.kind) - deletionRank(a.kind);
   if (rank !== 0) return rank;
   const ka = resourceKey(a);
   const kb = resourceKey(b);

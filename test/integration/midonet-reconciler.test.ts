@@ -67,7 +67,10 @@ describe("midonet reconciler (against the API simulator)", function () {
     await sim.close();
   });
 
-  function harness(clientOptions: { timeoutMs?: number; retries?: number } = {}): Harness {
+  function harness(
+    clientOptions: { timeoutMs?: number; retries?: number } = {},
+    life: { signal?: AbortSignal; afterWrite?: (op: WriteOp) => void } = {},
+  ): Harness {
     const mapper = new ClusterMapper({ tenant: TENANT });
     const client = new MidonetClient({
       baseUrl: sim.baseUrl,
@@ -87,8 +90,12 @@ describe("midonet reconciler (against the API simulator)", function () {
       config: mapper.config,
       backoffMs: 20,
       maxBackoffMs: 100,
+      ...(life.signal ? { signal: life.signal } : {}),
       observer: {
-        write: (op, kind) => writes.push({ op, kind }),
+        write: (op, kind) => {
+          writes.push({ op, kind });
+          life.afterWrite?.(op);
+        },
         failure: (op, kind, err) => failures.push(`${op} ${kind}: ${(err as Error).message}`),
       },
     });
@@ -377,6 +384,33 @@ describe("midonet reconciler (against the API simulator)", function () {
     expect(members).to.include(gateway);
     expect(members).to.not.include(HOSTS.node3);
     expect(writeCalls().filter((c) => c.includes(gateway))).to.deep.equal([]);
+  });
+
+  it("a node's deletion removes its tunnel zone membership first: a crash right after leaves nothing a restart cannot recognise", async () => {
+    await converged();
+    const zone = `/tunnel_zones/${new ClusterMapper({ tenant: TENANT }).config.ids.defaultTunnelZone}/hosts`;
+    // The process dies right after its first write.
+    const crash = new AbortController();
+    const dying = harness({}, { signal: crash.signal, afterWrite: () => crash.abort() });
+    fullCluster(dying.mapper);
+    expect((await dying.reconciler.resync()).ok).to.equal(true);
+    dying.reconciler.enqueue(dying.mapper.deleteNode("node3"));
+    for (const i of [2, 5]) dying.reconciler.enqueue(dying.mapper.deletePod("default", `web-${i}`));
+    await dying.reconciler.flush();
+    expect(writeCalls()).to.deep.equal([`DELETE ${zone}/${HOSTS.node3}`]);
+
+    // Restarted: node3's ports and bindings are still ours by their ids, and go.
+    const restarted = harness();
+    fullCluster(restarted.mapper);
+    restarted.mapper.deleteNode("node3");
+    for (const i of [2, 5]) restarted.mapper.deletePod("default", `web-${i}`);
+    expect((await restarted.reconciler.resync()).ok).to.equal(true);
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), restarted.mapper.state);
+    const snapshot = sim.snapshot();
+    expect(snapshot.tunnelZoneHosts.map((m) => m.hostId)).to.not.include(HOSTS.node3);
+    expect(snapshot.hostInterfacePorts.map((b) => b.hostId)).to.not.include(HOSTS.node3);
   });
 
   it("drift is repaired at resync: a bridge's filter cleared by hand is PUT back, a rule out of order re-made in place", async () => {
