@@ -137,6 +137,23 @@ describe("midonet reconciler (against the API simulator)", function () {
 
   const writeCalls = () => sim.writes().map((c) => `${c.method} ${c.location ?? c.path}`);
 
+  /** The cluster less node3 and its pods (web-2, web-5), as a mapper fed from scratch sees it. */
+  function withoutNode3(mapper: ClusterMapper): void {
+    fullCluster(mapper);
+    mapper.deleteNode("node3");
+    for (const i of [2, 5]) mapper.deletePod("default", `web-${i}`);
+  }
+
+  /** A controller started anew (resync, then settled) on the cluster less node3. */
+  async function restartedWithoutNode3(): Promise<Harness> {
+    const restarted = harness();
+    withoutNode3(restarted.mapper);
+    expect((await restarted.reconciler.resync()).ok).to.equal(true);
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    return restarted;
+  }
+
   it("three nodes, their pods and a service with three endpoints: exactly the expected topology, with the scheme's ids", async () => {
     const h = harness();
     fullCluster(h.mapper);
@@ -351,10 +368,8 @@ describe("midonet reconciler (against the API simulator)", function () {
   it("orphans of a downtime (a service and a node deleted while it was down) are found by listing and deleted at resync", async () => {
     await converged();
     const restarted = harness();
-    fullCluster(restarted.mapper);
+    withoutNode3(restarted.mapper);
     restarted.mapper.deleteService("default", "web");
-    restarted.mapper.deleteNode("node3");
-    for (const i of [2, 5]) restarted.mapper.deletePod("default", `web-${i}`);
     const report = await restarted.reconciler.resync();
     expect(report.ok).to.equal(true);
     expect(report.missing).to.equal(0);
@@ -373,13 +388,7 @@ describe("midonet reconciler (against the API simulator)", function () {
     await h.client.tunnelZoneHosts.create(zone, { hostId: gateway, ipAddress: "192.168.1.250" });
     sim.clearCalls();
 
-    const restarted = harness();
-    fullCluster(restarted.mapper);
-    restarted.mapper.deleteNode("node3");
-    for (const i of [2, 5]) restarted.mapper.deletePod("default", `web-${i}`);
-    expect((await restarted.reconciler.resync()).ok).to.equal(true);
-    await restarted.settle();
-    expect(restarted.failures).to.deep.equal([]);
+    await restartedWithoutNode3();
     const members = (await h.client.tunnelZoneHosts.list(zone)).map((m) => m.hostId.toLowerCase());
     expect(members).to.include(gateway);
     expect(members).to.not.include(HOSTS.node3);
@@ -400,13 +409,7 @@ describe("midonet reconciler (against the API simulator)", function () {
     expect(writeCalls()).to.deep.equal([`DELETE ${zone}/${HOSTS.node3}`]);
 
     // Restarted: node3's ports and bindings are still ours by their ids, and go.
-    const restarted = harness();
-    fullCluster(restarted.mapper);
-    restarted.mapper.deleteNode("node3");
-    for (const i of [2, 5]) restarted.mapper.deletePod("default", `web-${i}`);
-    expect((await restarted.reconciler.resync()).ok).to.equal(true);
-    await restarted.settle();
-    expect(restarted.failures).to.deep.equal([]);
+    const restarted = await restartedWithoutNode3();
     expectTopology(sim.snapshot(), restarted.mapper.state);
     const snapshot = sim.snapshot();
     expect(snapshot.tunnelZoneHosts.map((m) => m.hostId)).to.not.include(HOSTS.node3);
