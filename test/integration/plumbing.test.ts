@@ -12,6 +12,7 @@ import { netnsName } from "../../src/plumbing/netns.js";
 import {
   configureContainerSide,
   createVethPair,
+  createVethPairReplacingStale,
   deleteHostLink,
   deletePodInterface,
   inspectPodInterface,
@@ -194,6 +195,38 @@ for (const backend of ["netlink", "iproute2"] as const)
       ).to.equal(true);
       expect(await showLink(s.hostIfName)).to.equal(undefined);
       await deleteHostLink(s.hostIfName);
+    });
+
+    it("replaces a host end left by another sandbox of the pod, but never takes a name the pod's own netns holds", async () => {
+      const old = `cpo-${tag}`;
+      createNetns(old);
+      try {
+        // The older sandbox: the same host name, its peer in another netns.
+        const stale = { ...spec(`/run/netns/${old}`, 4), hostMac: "02:00:00:00:04:99" };
+        await createVethPair(stale, { bridge });
+        const s = spec(`/run/netns/${ns}`, 4);
+        expect(await createVethPairReplacingStale(s, { bridge })).to.equal(true);
+        expect((await showLink(s.hostIfName))?.address).to.equal(s.hostMac);
+        expect(await listBridgePorts(bridge)).to.include(s.hostIfName);
+        expect(await inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
+        expect(await inspectPodInterface(stale.netns, stale.ifName, false)).to.equal(undefined);
+
+        // Again for the same netns: its eth4 is there, so the host end is not stale.
+        const again = { ...s, hostMac: "02:00:00:00:04:98" };
+        const err = await createVethPairReplacingStale(again, { bridge }).catch((e) => e);
+        expect(err).to.be.instanceOf(IpCommandError);
+        expect((err as IpCommandError).exists).to.equal(true);
+        expect((await showLink(s.hostIfName))?.address, "the pod's host end kept").to.equal(
+          s.hostMac,
+        );
+        // A fresh name is no replacement at all.
+        const fresh = { ...spec(`/run/netns/${old}`, 5), hostIfName: `mph${tag}5` };
+        expect(await createVethPairReplacingStale(fresh, {})).to.equal(false);
+      } finally {
+        for (const l of [`mph${tag}4`, `mph${tag}5`])
+          spawnSync("ip", ["link", "del", l], { stdio: "ignore" });
+        deleteNetns(old);
+      }
     });
 
     it("a failing pod-side step names the command and the netns", async () => {
