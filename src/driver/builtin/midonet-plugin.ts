@@ -93,8 +93,7 @@ export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlu
           return undefined;
         case "STATUS":
         case "GC":
-          // Nothing of our own to report or collect; IPAM gets the verb (libcni delegation).
-          await delegate({ ...inv, type: conf.ipam.type });
+          await statusOrGc(inv, conf, delegate);
           return undefined;
         default:
           throw new CniError(
@@ -104,6 +103,53 @@ export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlu
       }
     },
   };
+}
+
+/**
+ * Whether the IPAM plugin speaks the network's CNI version, by its VERSION
+ * answer (as libcni asks a plugin's versions). Debian's host-local 1.1.1
+ * predates CNI 1.1: it refuses a 1.1.0 network's ADD ("incompatible CNI
+ * versions") and fails STATUS and GC with "missing containerID".
+ */
+async function ipamSpeaks(
+  type: string,
+  inv: PluginInvocation,
+  delegate: RunPlugin,
+): Promise<{ ok: boolean; supported: string[] }> {
+  const answer = (await delegate({
+    type,
+    command: "VERSION",
+    config: { cniVersion: inv.config.cniVersion },
+  })) as { supportedVersions?: unknown } | undefined;
+  const supported = Array.isArray(answer?.supportedVersions)
+    ? answer.supportedVersions.filter((v): v is string => typeof v === "string")
+    : [];
+  return { ok: supported.includes(String(inv.config.cniVersion)), supported };
+}
+
+/**
+ * STATUS and GC: nothing of our own to report or collect; the IPAM plugin gets
+ * the verb when it speaks the network's version. When it does not, STATUS says
+ * so (code 50: no ADD can work), rather than passing on the old plugin's
+ * confusion, and GC leaves it out (the stale attachments' full DELs already ran).
+ * An IPAM plugin that cannot run at all fails either, through VERSION.
+ */
+async function statusOrGc(
+  inv: PluginInvocation,
+  conf: MidonetPluginConfig,
+  delegate: RunPlugin,
+): Promise<void> {
+  const type = conf.ipam.type;
+  const { ok, supported } = await ipamSpeaks(type, inv, delegate);
+  if (ok) {
+    await delegate({ ...inv, type });
+  } else if (inv.command === "STATUS") {
+    throw new CniError(
+      ErrorCode.PluginNotAvailable,
+      `IPAM plugin ${type} speaks CNI ${supported.join(", ") || "(no version)"}, not this network's ${String(inv.config.cniVersion)}: no ADD can work`,
+      type === "host-local" ? "host-local in-process (--host-local in-process) speaks 1.1.0" : "",
+    );
+  }
 }
 
 function hostNameFor(inv: PluginInvocation): string {

@@ -82,6 +82,8 @@ function skelVersionCheck(command: string, config: Record<string, unknown>): voi
 }
 
 async function runVerb(inv: PluginInvocation, opts: HostLocalPluginOptions): Promise<unknown> {
+  if (inv.command === "VERSION")
+    return { cniVersion: "1.1.0", supportedVersions: [...SUPPORTED_VERSIONS] };
   skelVersionCheck(inv.command, inv.config);
   const conf = loadHostLocalConfig(inv.config, inv.cniArgs ?? "");
   const id = inv.containerId ?? "";
