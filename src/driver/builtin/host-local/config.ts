@@ -25,7 +25,7 @@ export interface HostLocalConfig {
   cniVersion: string;
   dataDir: string;
   resolvConf?: string;
-  /** `ipam.routes` as given; they go into the result unchanged. */
+  /** `ipam.routes` as the binary decodes them (`dst` and `gw`), for the result. */
   routes?: unknown;
   rangeSets: RangeSet[];
   /** From CNI_ARGS `IP`, then `args.cni.ips`, then runtimeConfig `ips`; in that order. */
