@@ -80,6 +80,29 @@ export function requireSupportedVersion(v: unknown, what = "config"): CniVersion
   );
 }
 
+/**
+ * What a plugin's skel checks before the plugin sees a call, in skel's words:
+ * CHECK needs a config of 0.4.0 or later, and a plugin version at least the
+ * config's; every verb needs a config version the plugin speaks. A config
+ * without a version is 0.1.0.
+ */
+export function requireSkelVersion(command: string, cniVersion: unknown): void {
+  const v = typeof cniVersion === "string" && cniVersion !== "" ? cniVersion : "0.1.0";
+  if (command === "CHECK") {
+    if (!versionAtLeast(v, "0.4.0"))
+      throw new CniError(ErrorCode.IncompatibleVersion, "config version does not allow CHECK");
+    if (!SUPPORTED_VERSIONS.some((p) => versionAtLeast(p, v)))
+      throw new CniError(ErrorCode.IncompatibleVersion, "plugin version does not allow CHECK");
+  }
+  if (!isSupportedVersion(v)) {
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      "incompatible CNI versions",
+      `config is ${JSON.stringify(v)}, plugin supports [${SUPPORTED_VERSIONS.map((s) => JSON.stringify(s)).join(" ")}]`,
+    );
+  }
+}
+
 /** The answer to VERSION. */
 export function versionInfo(cniVersion: string = LATEST_VERSION): {
   cniVersion: string;

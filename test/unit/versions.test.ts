@@ -3,6 +3,7 @@ import { CniError } from "../../src/cni/errors.js";
 import {
   compareVersions,
   isSupportedVersion,
+  requireSkelVersion,
   requireSupportedVersion,
   resultFamily,
   SUPPORTED_VERSIONS,
@@ -83,6 +84,44 @@ describe("cni/versions", () => {
     expect(versionInfo("0.4.0")).to.deep.equal({
       cniVersion: "0.4.0",
       supportedVersions: [...SUPPORTED_VERSIONS],
+    });
+  });
+
+  describe("requireSkelVersion: what a plugin's skel refuses before the plugin runs", () => {
+    const refused = (command: string, version: unknown) => {
+      try {
+        requireSkelVersion(command, version);
+      } catch (e) {
+        expect(e).to.be.instanceOf(CniError);
+        return {
+          code: (e as CniError).code,
+          msg: (e as CniError).message,
+          details: (e as CniError).details,
+        };
+      }
+      return undefined;
+    };
+    for (const [command, version, msg] of [
+      ["ADD", "1.0.0", undefined],
+      ["ADD", undefined, undefined],
+      ["CHECK", "0.4.0", undefined],
+      ["CHECK", "0.3.1", "config version does not allow CHECK"],
+      ["CHECK", "", "config version does not allow CHECK"],
+      ["ADD", "9.9.9", "incompatible CNI versions"],
+      ["DEL", "0.4.5", "incompatible CNI versions"],
+      ["CHECK", "9.9.9", "plugin version does not allow CHECK"],
+    ] as const) {
+      it(`${command} at ${JSON.stringify(version)}: ${msg ?? "passes"}`, () => {
+        const got = refused(command, version);
+        if (msg === undefined) expect(got).to.equal(undefined);
+        else expect(got).to.deep.include({ code: 1, msg });
+      });
+    }
+
+    it("names the config's version and every supported one in the details", () => {
+      expect(refused("ADD", "9.9.9")?.details).to.equal(
+        `config is "9.9.9", plugin supports [${SUPPORTED_VERSIONS.map((v) => `"${v}"`).join(" ")}]`,
+      );
     });
   });
 });

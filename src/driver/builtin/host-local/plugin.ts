@@ -17,12 +17,7 @@ import { readFileSync } from "node:fs";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
 import { convertResult, parseResult } from "../../../cni/result.js";
 import type { DNS } from "../../../cni/types.js";
-import {
-  isSupportedVersion,
-  requireSupportedVersion,
-  SUPPORTED_VERSIONS,
-  versionAtLeast,
-} from "../../../cni/versions.js";
+import { requireSkelVersion, requireSupportedVersion, versionInfo } from "../../../cni/versions.js";
 import type { BuiltinPlugin, PluginInvocation } from "../../plugin-runner.js";
 import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
 import {
@@ -59,32 +54,9 @@ export function createHostLocalPlugin(opts: HostLocalPluginOptions): BuiltinPlug
   };
 }
 
-/**
- * What skel checks before host-local sees the call: CHECK needs a 0.4.0 config
- * and a plugin version at least the config's; every verb a version the plugin speaks.
- */
-function skelVersionCheck(command: string, config: Record<string, unknown>): void {
-  const v =
-    typeof config.cniVersion === "string" && config.cniVersion !== "" ? config.cniVersion : "0.1.0";
-  if (command === "CHECK") {
-    if (!versionAtLeast(v, "0.4.0"))
-      throw new CniError(ErrorCode.IncompatibleVersion, "config version does not allow CHECK");
-    if (!SUPPORTED_VERSIONS.some((p) => versionAtLeast(p, v)))
-      throw new CniError(ErrorCode.IncompatibleVersion, "plugin version does not allow CHECK");
-  }
-  if (!isSupportedVersion(v)) {
-    throw new CniError(
-      ErrorCode.IncompatibleVersion,
-      "incompatible CNI versions",
-      `config is ${JSON.stringify(v)}, plugin supports [${SUPPORTED_VERSIONS.map((s) => JSON.stringify(s)).join(" ")}]`,
-    );
-  }
-}
-
 async function runVerb(inv: PluginInvocation, opts: HostLocalPluginOptions): Promise<unknown> {
-  if (inv.command === "VERSION")
-    return { cniVersion: "1.1.0", supportedVersions: [...SUPPORTED_VERSIONS] };
-  skelVersionCheck(inv.command, inv.config);
+  if (inv.command === "VERSION") return versionInfo();
+  requireSkelVersion(inv.command, inv.config.cniVersion);
   const conf = loadHostLocalConfig(inv.config, inv.cniArgs ?? "");
   const id = inv.containerId ?? "";
   const ifName = inv.ifName ?? "";
