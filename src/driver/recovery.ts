@@ -18,9 +18,9 @@ import { HOST_VETH_PREFIX } from "../midonet/host-veth-name.js";
 import { listBridgePorts } from "../plumbing/bridge.js";
 import { deleteHostLink } from "../plumbing/pod-interface.js";
 import { DELETION_QUEUE_DIR, parseDeletionRecord } from "../wire/deletion-record.js";
-import { DEFAULT_DATA_DIR } from "./builtin/host-local/config.js";
+import { dataDirOf } from "./builtin/host-local/config.js";
 import { flockAddon } from "./builtin/host-local/file-lock.js";
-import { HostLocalStore } from "./builtin/host-local/store.js";
+import { HostLocalStore, leaseOwner } from "./builtin/host-local/store.js";
 import { DEFAULT_BRIDGE, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import type { ConfigSource } from "./config-source.js";
 import type { ChainExecutor } from "./executor.js";
@@ -56,7 +56,7 @@ export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
       const held = new Set(
         entries
           .filter((e) => e.networkName === list.name)
-          .map((e) => `${e.containerId}\r\n${e.ifName}`),
+          .map((e) => leaseOwner(e.containerId, e.ifName)),
       );
       await releaseOrphanLeases(list, held, d.logger);
     }
@@ -155,7 +155,7 @@ export function hostLocalStores(list: NetworkConfigList): HostLocalStore[] {
   for (const p of list.plugins) {
     const ipam = p.raw.ipam as Record<string, unknown> | undefined;
     if (ipam && ipam.type === "host-local") {
-      dirs.add(typeof ipam.dataDir === "string" && ipam.dataDir ? ipam.dataDir : DEFAULT_DATA_DIR);
+      dirs.add(dataDirOf(ipam));
     }
   }
   return [...dirs].map((dataDir) => new HostLocalStore(list.name, dataDir, false));

@@ -12,6 +12,11 @@ import { bigToIp, ipToBig, type RangeSet, rangeSetsOf, requireNoOverlaps } from 
 /** host-local's default when the config names no dataDir. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
 
+/** Where an `ipam` section's leases live: its dataDir, else host-local's default. */
+export function dataDirOf(ipam: Record<string, unknown>): string {
+  return typeof ipam.dataDir === "string" && ipam.dataDir !== "" ? ipam.dataDir : DEFAULT_DATA_DIR;
+}
+
 export interface RequestedIp {
   family: IpFamily;
   value: bigint;
@@ -122,11 +127,10 @@ export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLoc
     throw new Error(`CNI version ${cniVersion} does not support more than 1 address per family`);
   }
   requireNoOverlaps(rangeSets);
-  const dataDir = typeof ipam.dataDir === "string" && ipam.dataDir !== "" ? ipam.dataDir : "";
   return {
     name: typeof stdin.name === "string" ? stdin.name : "",
     cniVersion,
-    dataDir: dataDir || DEFAULT_DATA_DIR,
+    dataDir: dataDirOf(ipam),
     ...(typeof ipam.resolvConf === "string" && ipam.resolvConf !== ""
       ? { resolvConf: ipam.resolvConf }
       : {}),

@@ -15,6 +15,7 @@
  */
 import { readFileSync } from "node:fs";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
+import { parseGcValidAttachments } from "../../../cni/gc.js";
 import { convertResult, parseResult } from "../../../cni/result.js";
 import type { DNS } from "../../../cni/types.js";
 import { requireSkelVersion, requireSupportedVersion, versionInfo } from "../../../cni/versions.js";
@@ -29,7 +30,7 @@ import {
   rangeFor,
   rangeSetString,
 } from "./ranges.js";
-import { HostLocalStore } from "./store.js";
+import { HostLocalStore, leaseOwner } from "./store.js";
 
 export const HOST_LOCAL_TYPE = "host-local";
 
@@ -81,8 +82,10 @@ async function runVerb(inv: PluginInvocation, opts: HostLocalPluginOptions): Pro
         throw new Error(`host-local: Failed to find address added by container ${id}`);
       return undefined;
     case "GC": {
-      const valid = validAttachments(inv.config);
-      await locked(() => store.gc(valid));
+      const valid = parseGcValidAttachments(inv.config).map((a) =>
+        leaseOwner(a.containerID, a.ifname),
+      );
+      await locked(() => store.gc(new Set(valid)));
       return undefined;
     }
     case "STATUS":
@@ -211,19 +214,6 @@ function* candidates(
     }
     if (cur !== r.gateway) yield [r, cur];
   }
-}
-
-/** The valid attachments of a GC stdin, as "<id>\r\n<ifname>" keys. */
-function validAttachments(config: Record<string, unknown>): Set<string> {
-  const list = config["cni.dev/valid-attachments"] ?? config["cni.dev/attachments"];
-  const keys = new Set<string>();
-  if (Array.isArray(list)) {
-    for (const a of list as Array<Record<string, unknown>>) {
-      if (typeof a?.containerID === "string" && typeof a.ifname === "string")
-        keys.add(`${a.containerID.trim()}\r\n${a.ifname}`);
-    }
-  }
-  return keys;
 }
 
 /** parseResolvConf: nameserver, domain, search and options lines. */

@@ -30,6 +30,11 @@ const LINE_BREAK = "\r\n";
 /** Go's strings.TrimSpace, near enough: host-local trims ids and file contents. */
 const trim = (s: string): string => s.trim();
 
+/** What a lease file of this attachment holds: "<container id>\r\n<ifname>". */
+export function leaseOwner(id: string, ifName: string): string {
+  return `${trim(id)}${LINE_BREAK}${ifName}`;
+}
+
 export class HostLocalStore {
   /** <dataDir>/<network>. */
   readonly dir: string;
@@ -56,7 +61,7 @@ export class HostLocalStore {
       throw err;
     }
     try {
-      writeSync(fd, `${trim(id)}${LINE_BREAK}${ifName}`);
+      writeSync(fd, leaseOwner(id, ifName));
     } catch (err) {
       closeSync(fd);
       unlinkSync(file);
@@ -79,7 +84,7 @@ export class HostLocalStore {
 
   /** Store.GetByID: the addresses leased to this attachment (or, in the old format, to the id). */
   getById(id: string, ifName: string): string[] {
-    const match = `${trim(id)}${LINE_BREAK}${ifName}`;
+    const match = leaseOwner(id, ifName);
     const matchOld = trim(id);
     const ips: string[] = [];
     for (const [, name, content] of this.files()) {
@@ -91,7 +96,7 @@ export class HostLocalStore {
 
   /** Store.FindByID: whether any lease is this attachment's (new format first, then the id alone). */
   findById(id: string, ifName: string): boolean {
-    const match = `${trim(id)}${LINE_BREAK}${ifName}`;
+    const match = leaseOwner(id, ifName);
     const all = [...this.files()];
     return all.some(([, , c]) => c === match) || all.some(([, , c]) => c === trim(id));
   }
@@ -102,13 +107,13 @@ export class HostLocalStore {
    * Errors are eaten, as host-local eats them, to release as much as it can.
    */
   releaseById(id: string, ifName: string): void {
-    if (!this.releaseWhere((c) => c === `${trim(id)}${LINE_BREAK}${ifName}`))
+    if (!this.releaseWhere((c) => c === leaseOwner(id, ifName)))
       this.releaseWhere((c) => c === trim(id));
   }
 
   /**
    * GC (CNI 1.1), and the driver's start-up release of orphans: removes the
-   * leases of attachments that are not in `valid` (keys "<id>\r\n<ifname>"); a
+   * leases of attachments that are not in `valid` (leaseOwner keys); a
    * lease in the old format (the id alone) is kept while its id is valid with
    * any interface. Returns what it removed: each lease's address and owner.
    */
