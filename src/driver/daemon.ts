@@ -249,6 +249,7 @@ export async function startDriver(
   const metrics = new Metrics();
   metrics.setInfo({
     version: driverVersion(),
+    node: process.version,
     plumbing: plumbing.name,
     spawn: spawning.name,
     host_local: hostLocal.name,

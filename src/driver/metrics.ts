@@ -128,11 +128,19 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
   }
 
   /**
-   * What this driver runs with: its version, and which way pod plumbing and
-   * plugin execs go ("netlink"/"iproute2", "native"/"node"), so a node that fell
-   * back to the slower way shows in a query, not only in its log.
+   * What this driver runs with: its version, the Node it runs on, and which way
+   * pod plumbing, plugin execs and host-local go ("netlink"/"iproute2",
+   * "native"/"node", "exec"/"in-process"), so a node that fell back to the
+   * slower way, or runs another Node than the image's, shows in a query, not
+   * only in its log.
    */
-  setInfo(info: { version: string; plumbing: string; spawn: string; host_local: string }): void {
+  setInfo(info: {
+    version: string;
+    node: string;
+    plumbing: string;
+    spawn: string;
+    host_local: string;
+  }): void {
     this.info = { ...info };
   }
 
@@ -209,7 +217,7 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
       family(
         "cni_driver_info",
         "gauge",
-        "Always 1: the driver's version and the ways its pod plumbing, plugin execs and host-local go.",
+        "Always 1: the driver's version, its Node.js version and the ways its pod plumbing, plugin execs and host-local go.",
       );
       sample("cni_driver_info", this.info, 1);
     }

@@ -49,7 +49,7 @@ async function hostLocalLabel(h: DriverHarness): Promise<string | undefined> {
   const { body } = await h.httpGet("/metrics");
   const line = body.split("\n").find((l) => l.startsWith("cni_driver_info{"));
   expect(line, "cni_driver_info in /metrics").to.match(
-    /^cni_driver_info\{version="[^"]+",plumbing="[^"]+",spawn="[^"]+",host_local="[^"]+"\} 1$/,
+    /^cni_driver_info\{version="[^"]+",node="[^"]+",plumbing="[^"]+",spawn="[^"]+",host_local="[^"]+"\} 1$/,
   );
   return /host_local="([^"]+)"/.exec(line ?? "")?.[1];
 }

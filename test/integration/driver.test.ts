@@ -262,12 +262,13 @@ describe("cni-driver serve: pods on a bridge (integration)", function () {
     expect(await h.metric("cni_driver_attachments")).to.equal(1);
   });
 
-  it("says in /metrics which version runs and which ways plumbing and plugin execs go", async () => {
+  it("says in /metrics which version runs, on which Node, and which ways plumbing and plugin execs go", async () => {
     const { body } = await h.httpGet("/metrics");
     const line = body.split("\n").find((l) => l.startsWith("cni_driver_info{"));
     expect(line).to.match(
-      /^cni_driver_info\{version="\d+\.\d+\.\d+[^"]*",plumbing="(netlink|iproute2)",spawn="(native|node)",host_local="exec"\} 1$/,
+      /^cni_driver_info\{version="\d+\.\d+\.\d+[^"]*",node="v\d+\.\d+\.\d+",plumbing="(netlink|iproute2)",spawn="(native|node)",host_local="exec"\} 1$/,
     );
+    expect(line).to.contain(`node="${process.version}"`);
     // CI builds both native addons (scripts/setup.sh): there the fast ways must be in use.
     if (process.env.CI === "true")
       expect(line).to.contain('plumbing="netlink"').and.to.contain('spawn="native"');

@@ -4,11 +4,10 @@
  * Controllers run in-process with short lease timings, and as child processes
  * (`cni-driver midonet-controller`) where one is SIGKILLed midway.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { KubeConfig } from "@kubernetes/client-node";
 import { expect } from "chai";
 import { createLogger } from "../../src/common/logger.js";
@@ -19,7 +18,6 @@ import {
 } from "../../src/midonet/controller/controller.js";
 import { mapCluster } from "../../src/midonet/mapping/cluster.js";
 import type { DesiredState } from "../../src/midonet/mapping/desired-state.js";
-import type { EndpointSlice, Node, Pod, Service } from "../../src/midonet/mapping/k8s.js";
 import { nodeIds } from "../../src/midonet/mapping/node.js";
 import { podPortId } from "../../src/midonet/mapping/pod.js";
 import { servicePortChainId } from "../../src/midonet/mapping/service.js";
@@ -32,17 +30,20 @@ import {
   duplicateCreates,
   expectTopology,
   HOSTS,
-  nodes,
   pod,
-  service,
   slice,
   TENANT,
   topologyOf,
 } from "../support/midonet-cluster.js";
+import {
+  CLUSTER_PODS,
+  desiredOf,
+  nodesAnnotated,
+  populateCluster,
+  spawnControllerProcess,
+} from "../support/midonet-controller-process.js";
 import { type MidonetSimulator, startMidonetSimulator } from "../support/midonet-simulator.js";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const PODS = [0, 1, 2, 3, 4, 5];
 const LEASE = { namespace: "kube-system", name: "cni-driver-midonet-controller" };
 
 async function until<T>(
@@ -100,35 +101,15 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     rmSync(dir, { recursive: true, force: true });
   });
 
-  /** The cluster in the fake API server: nodes without any MidoNet annotation yet. */
-  function populate(options: { pods?: number[]; endpoints?: number[] } = {}): void {
-    for (const n of nodes(false)) kube.put("nodes", n as unknown as KubeObject);
-    for (const i of options.pods ?? PODS) kube.put("pods", pod(i) as unknown as KubeObject);
-    kube.put("services", service() as unknown as KubeObject);
-    kube.put("endpointslices", slice(options.endpoints ?? [0, 1, 2]) as unknown as KubeObject);
-  }
-
-  /** What the mapping wants for the objects the API server holds now. */
-  function desired(): DesiredState {
-    return mapCluster(
-      {
-        nodes: kube.list("nodes") as unknown as Node[],
-        pods: kube.list("pods") as unknown as Pod[],
-        services: kube.list("services") as unknown as Service[],
-        endpointSlices: kube.list("endpointslices") as unknown as EndpointSlice[],
-      },
-      { tenant: TENANT },
-    ).state;
-  }
+  const populate = (options: { pods?: number[]; endpoints?: number[] } = {}): void =>
+    populateCluster(kube, options);
+  const desired = (): DesiredState => desiredOf(kube);
 
   /** MidoNet holds what the API server's objects map to (all nodes annotated by then). */
   async function convergedTopology(ms = 15_000): Promise<void> {
     await until(
       () => {
-        const annotated = kube
-          .list("nodes")
-          .every((n) => n.metadata?.annotations?.["midonet.org/host-id"]);
-        if (!annotated) return false;
+        if (!nodesAnnotated(kube)) return false;
         expectTopology(sim.snapshot(), desired());
         return true;
       },
@@ -199,7 +180,7 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
       });
     }
     const snapshot = sim.snapshot();
-    expect(snapshot.hostInterfacePorts).to.have.length(3 + PODS.length); // node ports + pods
+    expect(snapshot.hostInterfacePorts).to.have.length(3 + CLUSTER_PODS.length); // node ports + pods
     expect(duplicateCreates(sim.calls)).to.deep.equal([]);
 
     // Health and metrics, as the driver serves them.
@@ -304,40 +285,11 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     // Slow creates down so the kill lands midway.
     sim.injectFault({ method: "POST", path: /^\/(?!login)/, delayMs: 25 });
     const spawnController = (identity: string): ChildProcess => {
-      const env = { ...process.env };
-      delete env.NODE_EXTRA_CA_CERTS;
-      const child = spawn(
-        process.execPath,
-        [
-          "--import",
-          "tsx",
-          "src/driver/cli.ts",
-          "midonet-controller",
-          "--kubeconfig",
-          kubeconfigFile,
-          "--midonet-api",
-          sim.baseUrl,
-          "--midonet-user",
-          "admin",
-          "--midonet-project",
-          "admin",
-          "--identity",
-          identity,
-          "--health-addr",
-          "",
-          "--lease-duration",
-          "1",
-          "--lease-renew-period",
-          "0.1",
-          "--lease-renew-deadline",
-          "0.6",
-          "--host-refresh",
-          "0.2",
-          "--log-level",
-          "warn",
-        ],
-        { cwd: ROOT, env: { ...env, CNI_DRIVER_MIDONET_PASSWORD: "admin" }, stdio: "ignore" },
-      );
+      const child = spawnControllerProcess({
+        kubeconfigFile,
+        midonetApi: sim.baseUrl,
+        identity,
+      });
       children.push(child);
       return child;
     };

@@ -28,6 +28,11 @@ export interface HarnessOptions {
   chain?: Array<Record<string, unknown>>;
   cniVersion?: string;
   extraFlags?: string[];
+  /**
+   * Runs the compiled driver (`dist/src/driver/cli.js`) on this Node binary, as the
+   * image does, instead of the sources through tsx on the test's own Node.
+   */
+  nodeBinary?: string;
 }
 
 export class DriverHarness {
@@ -187,10 +192,11 @@ export class DriverHarness {
   async start(opts: { waitReady?: boolean } = {}): Promise<void> {
     this.stderr = "";
     this.health = `127.0.0.1:${await freePort()}`;
+    const entry = this.opts.nodeBinary
+      ? [join(REPO_ROOT, "dist/src/driver/cli.js")]
+      : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
     const args = [
-      "--import",
-      "tsx",
-      join(REPO_ROOT, "src/driver/cli.ts"),
+      ...entry,
       "serve",
       "--socket",
       this.socket,
@@ -214,7 +220,7 @@ export class DriverHarness {
     ];
     const env = { ...process.env };
     delete env.NODE_EXTRA_CA_CERTS;
-    const child = spawn(process.execPath, args, {
+    const child = spawn(this.opts.nodeBinary ?? process.execPath, args, {
       cwd: REPO_ROOT,
       env,
       stdio: ["ignore", "ignore", "pipe"],

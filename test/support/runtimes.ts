@@ -50,7 +50,7 @@ export interface CommandResult {
  * The environment runtimes run in: no NODE_OPTIONS (a test runner's loader must not
  * leak into the shim) and no NODE_EXTRA_CA_CERTS (it costs every Node start ~60 ms).
  */
-function runtimeEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+export function runtimeEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
   delete env.NODE_OPTIONS;
   delete env.NODE_EXTRA_CA_CERTS;
@@ -81,7 +81,7 @@ export function runCommand(
 }
 
 /** The command's stdout when it exits 0; otherwise an error naming it, with its stderr. */
-function mustSucceed(what: string, r: CommandResult): string {
+export function mustSucceed(what: string, r: CommandResult): string {
   if (r.status !== 0) {
     throw new Error(`${what} exited ${r.status}: ${r.stderr.trim() || r.stdout.trim()}`);
   }
@@ -110,7 +110,7 @@ export async function waitFor<T>(
 let shimChecked = false;
 
 /** The newest modification time of `path` or any file under it (0 when it does not exist). */
-function newestMtime(path: string): number {
+export function newestMtime(path: string): number {
   let st: ReturnType<typeof statSync>;
   try {
     st = statSync(path);
@@ -129,6 +129,7 @@ const SHIM_SOURCES = [
   "src/cni",
   "src/wire",
   "scripts/build-shim.sh",
+  "scripts/node24.sh",
   "scripts/shim-sea",
 ];
 

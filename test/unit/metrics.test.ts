@@ -217,15 +217,22 @@ describe("driver/metrics", () => {
     expect(find(s, "cni_driver_node_link_ready", {})).to.deep.equal([]);
   });
 
-  it("says which version runs and which ways plumbing, execs and host-local go, once told", () => {
+  it("says which version runs, on which Node, and which ways plumbing, execs and host-local go, once told", () => {
     const m = new Metrics();
     const before = parseExposition(m.render()).filter((x) => x.name === "cni_driver_info");
     expect(before).to.deep.equal([]);
-    m.setInfo({ version: "0.1.0", plumbing: "iproute2", spawn: "node", host_local: "exec" });
+    m.setInfo({
+      version: "0.1.0",
+      node: "v24.21.0",
+      plumbing: "iproute2",
+      spawn: "node",
+      host_local: "exec",
+    });
     const s = parseExposition(m.render());
     expect(
       value(s, "cni_driver_info", {
         version: "0.1.0",
+        node: "v24.21.0",
         plumbing: "iproute2",
         spawn: "node",
         host_local: "exec",
