@@ -3,12 +3,14 @@
  * plugins the default config relies on into the CNI bin dir, and the host
  * conflist that makes runtimes exec the shim. Every file goes in by temp file +
  * rename, so a running shim never blocks an install (Multus #1221) and a runtime
- * never reads half a conflist.
+ * never reads half a conflist; the temporary files of an install a crash cut
+ * short are removed by the next one.
  */
 import { randomBytes } from "node:crypto";
 import { chmod, copyFile, mkdir, open, readFile, rename, unlink } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
+import { removeStaleTempFiles } from "../common/stale-temp-files.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";
@@ -36,6 +38,22 @@ export function hostConflist(socket: string): string {
   return `${JSON.stringify(conf, null, 2)}\n`;
 }
 
+/** Another installer (a surge pod of a rolling update) copies for seconds at most. */
+const STALE_INSTALL_TEMP_MS = 60_000;
+
+/**
+ * A fresh temporary name for `name` in `dir`, after removing the ones earlier
+ * installs of `name` left there (only names of this form: `.<name>.<8 hex>.tmp`).
+ */
+function tempFor(dir: string, name: string): string {
+  const prefix = `.${name}.`;
+  removeStaleTempFiles(dir, {
+    isTemp: (n) => n.startsWith(prefix) && /^[0-9a-f]{8}\.tmp$/.test(n.slice(prefix.length)),
+    olderThanMs: STALE_INSTALL_TEMP_MS,
+  });
+  return join(dir, `${prefix}${randomBytes(4).toString("hex")}.tmp`);
+}
+
 /** Writes `content` to `path` atomically; returns false when the file already held exactly that. */
 export async function writeFileAtomic(
   path: string,
@@ -45,7 +63,7 @@ export async function writeFileAtomic(
   const bytes = typeof content === "string" ? Buffer.from(content) : Buffer.from(content);
   const current = await readFile(path).catch(() => undefined);
   if (current?.equals(bytes)) return false;
-  const tmp = join(path, `../.${basename(path)}.${randomBytes(4).toString("hex")}.tmp`);
+  const tmp = tempFor(dirname(path), basename(path));
   const fh = await open(tmp, "wx", mode);
   try {
     await fh.writeFile(bytes);
@@ -77,7 +95,7 @@ export async function installExecutable(
 ): Promise<void> {
   await mkdir(binDir, { recursive: true });
   const dest = join(binDir, name);
-  const tmp = join(binDir, `.${name}.${randomBytes(4).toString("hex")}.tmp`);
+  const tmp = tempFor(binDir, name);
   await copyFile(source, tmp);
   await chmod(tmp, 0o755);
   try {

@@ -7,6 +7,8 @@
  *     veths on our bridges that no cached attachment lists — an ADD killed
  *     half-way leaves both and no cache entry. Decided from local truth only,
  *     never from the Kubernetes API, whose pod status lags the ADD (Antrea #4326).
+ * Temporary files of writes a crash cut short go too: the result cache's, and
+ * the deletion queue's once older than any shim's write takes.
  */
 import { existsSync } from "node:fs";
 import { readdir, readFile, unlink } from "node:fs/promises";
@@ -14,10 +16,15 @@ import { join } from "node:path";
 import type pino from "pino";
 import { withIgnoreUnknown } from "../cni/args.js";
 import type { NetworkConfigList } from "../cni/conflist.js";
+import { removeStaleTempFiles } from "../common/stale-temp-files.js";
 import { HOST_VETH_PREFIX } from "../midonet/host-veth-name.js";
 import { listBridgePorts } from "../plumbing/bridge.js";
 import { deleteHostLink } from "../plumbing/pod-interface.js";
-import { DELETION_QUEUE_DIR, parseDeletionRecord } from "../wire/deletion-record.js";
+import {
+  DELETION_QUEUE_DIR,
+  isDeletionRecordTempName,
+  parseDeletionRecord,
+} from "../wire/deletion-record.js";
 import { dataDirOf } from "./builtin/host-local/config.js";
 import { flockAddon } from "./builtin/host-local/file-lock.js";
 import { HostLocalStore, leaseOwner } from "./builtin/host-local/store.js";
@@ -48,6 +55,11 @@ export interface RecoveryDeps {
 
 export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
   await replayDeletionQueue(d);
+  for (const name of d.cache.removeTempFiles())
+    d.logger.warn(
+      { dir: d.cache.dir, file: name },
+      "removed a cache file a crash left half-written",
+    );
   const entries = await d.cache.list();
   for (const e of entries) d.attachments.add(e.networkName, e.containerId, e.ifName);
   const cfg = d.config.current();
@@ -92,8 +104,19 @@ async function removeOrphanHostVeths(
   }
 }
 
+/**
+ * A shim writes and renames its record within milliseconds (an fsync or two): a
+ * temporary file this old belongs to a shim that died.
+ */
+export const STALE_RECORD_TEMP_MS = 60_000;
+
 export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
   const dir = join(d.stateDir, DELETION_QUEUE_DIR);
+  for (const name of removeStaleTempFiles(dir, {
+    isTemp: isDeletionRecordTempName,
+    olderThanMs: STALE_RECORD_TEMP_MS,
+  }))
+    d.logger.warn({ dir, file: name }, "removed a deletion record a shim left half-written");
   let names: string[];
   try {
     names = (await readdir(dir)).filter((n) => n.endsWith(".json"));

@@ -11,7 +11,8 @@
  * page cache outlives the process). There is no fsync on this hot path: only a
  * kernel crash or power cut can lose a rename, and those also end every pod
  * whose entry it would describe; an empty or torn file reads as absent. The
- * temporary names start with `.`; listing skips them.
+ * temporary names start with `.`; listing skips them, and the driver removes
+ * those a crash left when it starts (removeTempFiles).
  *
  * The per-pod calls (write on ADD, read and remove on DEL) are synchronous: a
  * file of a kilobyte on local disk without fsync takes tens of microseconds,
@@ -34,6 +35,7 @@ import {
   encodeCacheEntry,
 } from "../cni/cache.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
+import { removeStaleTempFiles } from "../common/stale-temp-files.js";
 
 /**
  * A listed attachment, with its file's mtime: the file is written whole on
@@ -153,6 +155,17 @@ export class ResultCache {
       if (errnoCode(err) === "ENOENT") return;
       throw ioError("remove", path, err);
     }
+  }
+
+  /**
+   * Removes the temporary files of writes that a crash cut short; returns their
+   * names. Only while no write can be in flight: at start, before serving.
+   */
+  removeTempFiles(): string[] {
+    return removeStaleTempFiles(this.dir, {
+      isTemp: (name) => name.startsWith(TEMP_PREFIX),
+      olderThanMs: 0,
+    });
   }
 
   /**

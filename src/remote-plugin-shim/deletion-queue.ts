@@ -12,6 +12,7 @@ import {
   DELETION_QUEUE_DIR,
   type DeletionRecord,
   deletionRecordFileName,
+  deletionRecordTempName,
 } from "../wire/deletion-record.js";
 
 function fsyncPath(path: string, flags: string): void {
@@ -32,7 +33,7 @@ export function queueDeletion(stateDir: string, record: DeletionRecord): string 
   const dir = join(stateDir, DELETION_QUEUE_DIR);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, deletionRecordFileName(record));
-  const tmp = join(dir, `.${deletionRecordFileName(record)}.${process.pid}.tmp`);
+  const tmp = join(dir, deletionRecordTempName(record, process.pid));
   try {
     const fd = openSync(tmp, "w", 0o600);
     try {

@@ -28,6 +28,19 @@ export function deletionRecordFileName(
   return `${r.network || "_default"}-${r.containerId}-${r.ifName}.json`;
 }
 
+/** The name a record is written under before its rename: never ends in `.json`. */
+export function deletionRecordTempName(
+  r: Pick<DeletionRecord, "network" | "containerId" | "ifName">,
+  pid: number,
+): string {
+  return `.${deletionRecordFileName(r)}.${pid}.tmp`;
+}
+
+/** True for a name `deletionRecordTempName` makes: a shim's write in flight, or one a crash cut short. */
+export function isDeletionRecordTempName(name: string): boolean {
+  return /^\..+\.json\.\d+\.tmp$/.test(name);
+}
+
 export function parseDeletionRecord(text: string): DeletionRecord | undefined {
   try {
     const v = JSON.parse(text) as Partial<DeletionRecord>;

@@ -4,11 +4,11 @@
  * shim queued while the driver had no config are replayed once a config loads.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
 import { queueDeletion } from "../../src/remote-plugin-shim/deletion-queue.js";
-import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
+import { DELETION_QUEUE_DIR, deletionRecordTempName } from "../../src/wire/deletion-record.js";
 import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harness.js";
 import { createNetns, uniqueTag } from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
@@ -93,5 +93,28 @@ describe("cni-driver serve: start-up recovery (integration)", function () {
     expect(
       existsSync(queue) ? readdirSync(queue).filter((n) => n.endsWith(".json")) : [],
     ).to.deep.equal([]);
+  });
+
+  it("removes the temporary files of writes a crash cut short: the cache's, and the shims' once a minute old", async () => {
+    await h.kill();
+    const results = join(h.cacheDir, "results");
+    const queue = join(h.stateDir, DELETION_QUEUE_DIR);
+    mkdirSync(results, { recursive: true });
+    mkdirSync(queue, { recursive: true });
+    const record = { network: "", containerId: h.containerId(7), ifName: "eth0" };
+    const cacheTemp = `.tmp-${h.network}-${h.containerId(7)}-eth0-0badf00d`;
+    const deadShim = deletionRecordTempName(record, 999_991);
+    const writingShim = deletionRecordTempName(record, 999_992);
+    writeFileSync(join(results, cacheTemp), '{"kind":"cniCach');
+    writeFileSync(join(queue, deadShim), '{"kind":"cniDriverDel');
+    writeFileSync(join(queue, writingShim), '{"kind":"cniDriverDel');
+    const twoMinutesAgo = new Date(Date.now() - 120_000);
+    utimesSync(join(queue, deadShim), twoMinutesAgo, twoMinutesAgo);
+
+    await h.start();
+    expect(readdirSync(results), "cache dir").to.not.include(cacheTemp);
+    expect(readdirSync(queue), "deletion queue").to.deep.equal([writingShim]);
+    expect(h.logs).to.contain("removed a cache file a crash left half-written");
+    expect(h.logs).to.contain("removed a deletion record a shim left half-written");
   });
 });

@@ -1,5 +1,15 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
@@ -42,6 +52,33 @@ describe("host install: files by temp file + rename", () => {
     expect(await writeFileAtomic(path, "two")).to.equal(true);
     expect(readFileSync(path, "utf8")).to.equal("two");
     expect(statSync(path).ino).to.not.equal(ino); // replaced by rename, never rewritten in place
+  });
+
+  it("removes the temporary files an install cut short left, once a minute old, and only its own", async () => {
+    const src = join(dir, "plugin-x");
+    writeFileSync(src, "#!/bin/sh\n", { mode: 0o755 });
+    const binDir = join(dir, "bin-stale");
+    mkdirSync(binDir);
+    const old = new Date(Date.now() - 120_000);
+    const names = {
+      crashed: ".plugin-x.0123abcd.tmp", // an install killed mid-copy
+      copying: ".plugin-x.89abcdef.tmp", // another installer, seconds ago
+      otherName: ".plugin-y.0123abcd.tmp",
+      notOurs: ".plugin-x.backup.tmp",
+    };
+    for (const n of Object.values(names)) writeFileSync(join(binDir, n), "x");
+    for (const n of [names.crashed, names.otherName, names.notOurs])
+      utimesSync(join(binDir, n), old, old);
+
+    await installExecutable(src, binDir);
+    expect(readdirSync(binDir).sort()).to.deep.equal(
+      ["plugin-x", names.copying, names.otherName, names.notOurs].sort(),
+    );
+
+    writeFileSync(join(dir, ".net.conflist.fedcba98.tmp"), "{");
+    utimesSync(join(dir, ".net.conflist.fedcba98.tmp"), old, old);
+    await writeFileAtomic(join(dir, "net.conflist"), "{}");
+    expect(existsSync(join(dir, ".net.conflist.fedcba98.tmp"))).to.equal(false);
   });
 
   it("installs over an executable that is running (where cp fails with 'text file busy')", async () => {
