@@ -27,6 +27,16 @@ export const ErrorCode = {
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode] | number;
 
+/**
+ * Whether `code` can stand for a failure: on the wire an error's code is a
+ * uint32 and 0 means "no error", so a plugin that fails with code 0 (a Go
+ * plugin returning `&types.Error{Msg: …}` does) or with a code past 2^32-1
+ * must not pass as it is: it would read as success.
+ */
+export function isFailureCode(code: number): boolean {
+  return Number.isInteger(code) && code >= 1 && code <= 0xffffffff;
+}
+
 /** The JSON form a plugin prints on stdout on failure. */
 export interface CniErrorJson {
   cniVersion?: string;

@@ -138,10 +138,10 @@ export async function startHealthServer(addr: string, checks: HealthChecks): Pro
 export function dialUnixSocket(
   path: string,
   timeoutMs: number,
-): Promise<{ ok: boolean; reason?: string }> {
+): Promise<{ ok: boolean; reason?: string; errno?: string }> {
   return new Promise((resolve) => {
     let settled = false;
-    const finish = (r: { ok: boolean; reason?: string }): void => {
+    const finish = (r: { ok: boolean; reason?: string; errno?: string }): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -155,7 +155,11 @@ export function dialUnixSocket(
     );
     sock.once("connect", () => finish({ ok: true }));
     sock.once("error", (err: NodeJS.ErrnoException) =>
-      finish({ ok: false, reason: `dial ${path}: ${err.code ?? err.message}` }),
+      finish({
+        ok: false,
+        reason: `dial ${path}: ${err.code ?? err.message}`,
+        ...(err.code ? { errno: err.code } : {}),
+      }),
     );
   });
 }

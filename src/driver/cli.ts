@@ -120,8 +120,20 @@ async function main(argv: string[]): Promise<number> {
 
 async function serve(argv: string[]): Promise<number> {
   const opts = driverOptionsFromFlags(parseFlags(SERVE_FLAGS, argv));
-  const driver = await startDriver(opts);
-  const signal = await untilStopSignal();
+  // Heard from the start: DELs are served during start-up recovery already, so a
+  // SIGTERM then drains like any other once the start is done.
+  const stopSignal = untilStopSignal();
+  let driver: Awaited<ReturnType<typeof startDriver>>;
+  try {
+    driver = await startDriver(opts);
+  } catch (err) {
+    // What the start had set going (the config watcher, timers) must not keep a daemon that failed alive.
+    process.stderr.write(
+      `cni-driver: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  }
+  const signal = await stopSignal;
   driver.logger.info({ signal }, "stopping: not ready, draining in-flight calls");
   await driver.stop();
   driver.logger.info("stopped");

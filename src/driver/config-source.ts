@@ -12,7 +12,7 @@
 
 import { EventEmitter } from "node:events";
 import { constants, statSync } from "node:fs";
-import { lstat, readdir, readFile, realpath, stat } from "node:fs/promises";
+import { lstat, readdir, readFile, readlink, realpath, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { type FSWatcher, watch } from "chokidar";
 import pino from "pino";
@@ -44,6 +44,8 @@ export interface ConfigSourceOptions {
   resolveDir?: () => Promise<string>;
   /** Quiet time after the last change before a reload; default 100 ms. */
   debounceMs?: number;
+  /** How often kubelet's `..data` link is looked at behind the watcher (default 2000 ms; 0: never). */
+  dataRecheckMs?: number;
   logger?: pino.Logger;
 }
 
@@ -143,6 +145,10 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
   private readonly binDirs: readonly string[];
   private readonly builtins: LoadOptions["builtins"];
   private readonly debounceMs: number;
+  private readonly dataRecheckMs: number;
+  /** Where kubelet's `..data` link pointed when the latest load began ("" without one). */
+  private loadedData = "";
+  private recheck: NodeJS.Timeout | undefined;
   private readonly log: pino.Logger;
   private podCidrs: PodCidrs;
   private readonly hostLocalDataDir: string | undefined;
@@ -170,6 +176,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     this.binDirs = [...opts.binDirs];
     this.builtins = opts.builtins;
     this.debounceMs = opts.debounceMs ?? 100;
+    this.dataRecheckMs = opts.dataRecheckMs ?? 2000;
     this.log = (opts.logger ?? pino({ enabled: false })).child({ component: "config" });
     this.podCidrs = { ...opts.podCidrs };
   }
@@ -219,7 +226,25 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
       this.log.warn({ err }, "config dir watcher error");
     });
     await new Promise<void>((resolve) => watcher.once("ready", () => resolve()));
+    // The watcher's backstop. chokidar watches each key through its symlink, on
+    // the file inside the version dir of the moment, and re-arms that watch on
+    // the next event; two swaps within its 5 ms event throttle can leave it on a
+    // deleted file, and the key links themselves never change, so nothing would
+    // fire again (measured: deaf in 16 of 20 back-to-back swaps). One readlink
+    // every few seconds notices a swap it missed.
+    if (this.dataRecheckMs > 0) {
+      this.recheck = setInterval(() => void this.recheckData(), this.dataRecheckMs);
+      this.recheck.unref();
+    }
     await this.reload();
+  }
+
+  private async recheckData(): Promise<void> {
+    const now = await readlink(join(this.dir, DATA_DIR)).catch(() => "");
+    if (now !== this.loadedData && !this.timer && !this.inFlight && !this.closed) {
+      this.log.debug({ from: this.loadedData, to: now }, "..data moved with no watcher event");
+      this.schedule();
+    }
   }
 
   /** Replaces the pod CIDRs the `usePodCidr` template is filled from, and reloads. */
@@ -252,6 +277,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
   /** Stops watching; a load in progress is awaited, none starts after. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.recheck) clearInterval(this.recheck);
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     const watcher = this.watcher;
@@ -276,6 +302,8 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     this.reloadCount += 1;
     let cfg: DriverConfig;
     let dir = this.dir;
+    // Before the keys are read: a swap after this point makes the next recheck load again.
+    this.loadedData = await readlink(join(this.dir, DATA_DIR)).catch(() => "");
     try {
       if (this.resolveDir) dir = await this.resolveDir();
       const files = await readConfigDir(dir);

@@ -97,6 +97,11 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
     help: "seconds between re-applications of the midonet datapath's node link (0 disables, else at least 1)",
   },
   {
+    name: "deletion-queue-rescan",
+    default: "10",
+    help: "seconds between looks at the deletion queue the shim fills when it cannot hand us a DEL (0: only at start and on config loads, else at least 1)",
+  },
+  {
     name: "host-cni-conf-dir",
     help: 'write 10-cni-driver.conflist here once ready ("" = do not)',
   },
@@ -126,6 +131,8 @@ export interface DriverOptions {
   nodeLinkResyncMs?: number;
   /** Where to write the host conflist once ready; undefined: do not. */
   hostCniConfDir?: string;
+  /** Between replays of the deletion queue; 0: only at start and on config loads. */
+  deletionQueueRescanMs?: number;
 }
 
 export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
@@ -161,8 +168,10 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     pluginTimeoutMs: num("plugin-timeout") * 1000,
     maxConcurrent: Math.floor(num("max-concurrent")),
     drainTimeoutMs: num("drain-timeout") * 1000,
-    nodeLinkResyncMs: nodeLinkResyncSeconds(str("node-link-resync")) * 1000,
+    nodeLinkResyncMs: periodSeconds("node-link-resync", str("node-link-resync")) * 1000,
     hostCniConfDir: str("host-cni-conf-dir") || undefined,
+    deletionQueueRescanMs:
+      periodSeconds("deletion-queue-rescan", str("deletion-queue-rescan")) * 1000,
   };
 }
 
@@ -174,15 +183,16 @@ function hostLocalMode(v: string): HostLocalMode {
   return v;
 }
 
-/** `--node-link-resync`: 0 (off), or at least a second so a resync cannot turn into a busy loop. */
-function nodeLinkResyncSeconds(v: string): number {
+/** A period flag: 0 (off), or at least a second so the work cannot turn into a busy loop. */
+function periodSeconds(flag: string, v: string): number {
   const n = Number(v);
   if (v.trim() === "" || !Number.isFinite(n) || n < 0 || (n > 0 && n < 1))
-    throw new Error(
-      `--node-link-resync must be 0 or at least 1 (seconds), not ${JSON.stringify(v)}`,
-    );
+    throw new Error(`--${flag} must be 0 or at least 1 (seconds), not ${JSON.stringify(v)}`);
   return n;
 }
+
+/** After the abort at shutdown: the kill grace of a plugin (SIGTERM, then SIGKILL at 2 s), and a margin. */
+const PLUGIN_KILL_WAIT_MS = 3000;
 
 export function driverVersion(): string {
   try {
@@ -320,10 +330,14 @@ export async function startDriver(
   });
 
   const cache = new ResultCache(opts.cacheDir);
+  // Aborted once the drain at shutdown has timed out: plugins still running then
+  // would hold the process past --drain-timeout (up to --plugin-timeout).
+  const shutdownAbort = new AbortController();
   const runPlugin = createPluginRunner({
     binDirs: opts.binDirs,
     timeoutMs: opts.pluginTimeoutMs,
     builtins,
+    signal: shutdownAbort.signal,
   });
   const executor = new ChainExecutor(cache, runPlugin, logger);
   const locks = new AttachmentLocks({ maxConcurrent: opts.maxConcurrent });
@@ -385,13 +399,20 @@ export async function startDriver(
   await recoverAtStart(recoveryDeps);
   recovered = true;
   // A shim that found us without a config queued its DELs; a config arriving
-  // later makes them replayable without waiting for our next restart.
+  // later makes them replayable without waiting for our next restart. A record
+  // can also land while we run: a shim whose connect failed just before we
+  // listened, or one that gave up waiting on a slow DEL. So the queue is looked
+  // at every --deletion-queue-rescan seconds too; a replayed DEL is idempotent.
   let replaying: Promise<unknown> = Promise.resolve();
-  config.on("reload", () => {
+  const replayQueue = (): void => {
     replaying = replaying
       .then(() => replayDeletionQueue(recoveryDeps))
       .catch((err) => logger.error({ err: String(err) }, "replaying the deletion queue failed"));
-  });
+  };
+  config.on("reload", replayQueue);
+  const rescanMs = opts.deletionQueueRescanMs ?? 10_000;
+  const rescan = rescanMs > 0 ? setInterval(replayQueue, rescanMs) : undefined;
+  rescan?.unref();
   metrics.setReady(notReadyReasons().length === 0);
   logger.info(
     { socket: opts.socket, health: health.address, attachments: attachments.size },
@@ -407,12 +428,22 @@ export async function startDriver(
     logger,
     async stop() {
       shuttingDown = true;
+      if (rescan) clearInterval(rescan);
       // The host conflist stays: the shim's DEL path needs it while we are away.
       hostConflist?.stop();
       metrics.setReady(false);
       const closing = grpcServer.close();
       const drained = await locks.drain(opts.drainTimeoutMs);
-      if (!drained) logger.warn({ inFlight: locks.inFlight }, "drain timed out; closing anyway");
+      if (!drained) {
+        // Their calls end as canceled (code 11); what they set up is what a crash
+        // leaves, which the runtime's DEL or our next start's recovery releases.
+        logger.warn(
+          { inFlight: locks.inFlight },
+          "drain timed out; killing the plugins still running",
+        );
+        shutdownAbort.abort();
+        await locks.drain(PLUGIN_KILL_WAIT_MS);
+      }
       const timer = setTimeout(() => grpcServer.forceClose(), 1000);
       await closing;
       clearTimeout(timer);

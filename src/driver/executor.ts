@@ -148,7 +148,7 @@ export class ChainExecutor {
       );
     }
     const prev = versionAtLeast(list.cniVersion, "0.4.0")
-      ? this.cachedResultIn(cached?.result, list, att)
+      ? this.cachedResultIn(cached?.result, list, att, true)
       : undefined;
     // A DEL that carries no capability args (a direct TearDownPod, a replayed queued
     // deletion) runs with those the ADD was given, from the cache: portmap's DEL, for
@@ -167,8 +167,11 @@ export class ChainExecutor {
   async check(list: NetworkConfigList, att: AttachmentArgs): Promise<void> {
     requireVerbSupported("CHECK", list.cniVersion);
     if (list.disableCheck) return;
-    const cached = await this.cache.read(list.name, att.containerId, att.ifName);
-    const prev = this.cachedResultIn(cached?.result, list, att);
+    // libcni's CHECK fails on a cache it cannot use and keeps it; only DEL removes one.
+    const cached = await this.cache.read(list.name, att.containerId, att.ifName, {
+      discardUnusable: false,
+    });
+    const prev = this.cachedResultIn(cached?.result, list, att, false);
     if (!prev) {
       throw new CniError(
         ErrorCode.UnknownContainer,
@@ -268,21 +271,23 @@ export class ChainExecutor {
     }
   }
 
+  /** The cached result in the list's version; undefined when there is none or it is unusable (removed if `removeUnusable`). */
   private cachedResultIn(
     raw: unknown,
     list: NetworkConfigList,
     att: AttachmentArgs,
+    removeUnusable: boolean,
   ): AnyResult | undefined {
     if (raw === undefined || raw === null) return undefined;
     try {
       return convertResult(parseResult(raw, list.cniVersion), list.cniVersion);
     } catch (err) {
-      // libcni deletes a cache it cannot use and goes on without it.
+      // libcni's DEL deletes a cache it cannot use and goes on without it; its CHECK fails.
       this.log?.warn(
         { network: list.name, containerId: att.containerId, err: String(err) },
-        "cached result unusable; removing it",
+        removeUnusable ? "cached result unusable; removing it" : "cached result unusable",
       );
-      this.cache.remove(list.name, att.containerId, att.ifName).catch(() => {});
+      if (removeUnusable) this.cache.remove(list.name, att.containerId, att.ifName).catch(() => {});
       return undefined;
     }
   }

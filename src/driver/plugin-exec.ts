@@ -11,7 +11,7 @@ import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { CniCommand, PluginEnv } from "../cni/env.js";
 import { pluginEnvToProcessEnv } from "../cni/env.js";
-import { CniError, ErrorCode } from "../cni/errors.js";
+import { CniError, ErrorCode, isFailureCode } from "../cni/errors.js";
 import { type ProcessOutcome, runProcess } from "./plugin-process.js";
 
 export type Verb = CniCommand;
@@ -57,6 +57,8 @@ export class PluginExecError extends CniError {
 export const TEXT_FILE_BUSY_TRIES = 6;
 export const TEXT_FILE_BUSY_DELAY_MS = 1000;
 const DEFAULT_KILL_GRACE_MS = 2000;
+/** The verbs whose success prints something the caller reads. */
+const VERBS_WITH_OUTPUT: ReadonlySet<Verb> = new Set<Verb>(["ADD", "VERSION"]);
 /** A CNI result is a few kB; this bounds what a misbehaving plugin can make us hold. */
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 /** How much of a plugin's unparseable output goes into an error's details. */
@@ -103,15 +105,19 @@ export async function findPlugin(type: string, binDirs: readonly string[]): Prom
 }
 
 /**
- * Runs the plugin and returns its stdout parsed as JSON, or undefined when it
- * printed nothing (DEL, CHECK, GC, STATUS succeed silently). Throws a
+ * Runs the plugin and returns, for ADD and VERSION, its stdout parsed as JSON
+ * (undefined when it printed nothing). For DEL, CHECK, GC and STATUS a success
+ * returns undefined whatever the plugin printed: libcni discards their stdout
+ * (ExecPluginWithoutResult), so a chatty plugin must not fail them. Throws a
  * PluginExecError:
  * - the plugin's own error (stdout parsed as a CNI error) with its code, msg
- *   and details unchanged, so the runtime sees what the plugin said;
+ *   and details unchanged, so the runtime sees what the plugin said; but code
+ *   999 when its code cannot stand for a failure (0, or past 2^32-1: see
+ *   isFailureCode), its message kept;
  * - code 999 "<type>: netplugin failed: "<stderr>": <exit>" when it failed
  *   with nothing on stdout (libcni takes the message from stderr then), or
  *   failed with stdout that is not a CNI error;
- * - code 6 when it succeeded but printed something that is not JSON;
+ * - code 6 when ADD or VERSION succeeded but printed something that is not JSON;
  * - code 11 on timeout or abort (see `timedOut`);
  * - code 7 from findPlugin.
  */
@@ -181,7 +187,7 @@ export async function execPlugin(req: ExecRequest): Promise<unknown | undefined>
     }
     if (run.exitCode === 0) {
       if (run.stderr !== "" && req.onStderr) req.onStderr(run.stderr);
-      return parseResult(run.stdout, req, fail);
+      return VERBS_WITH_OUTPUT.has(req.command) ? parseResult(run.stdout, req, fail) : undefined;
     }
     throw pluginFailure(run, req, fail);
   }
@@ -261,6 +267,13 @@ function pluginFailure(run: ProcessOutcome, req: ExecRequest, fail: Fail): Plugi
     parseError = (err as Error).message;
   }
   const pluginError = CniError.fromJSON(parsed);
+  if (pluginError && !isFailureCode(pluginError.code)) {
+    return fail(
+      ErrorCode.Internal,
+      `${req.type}: ${pluginError.message} (the plugin failed with error code ${pluginError.code}: ${exitText(run)})`,
+      pluginError.details,
+    );
+  }
   if (pluginError) {
     return fail(pluginError.code, pluginError.message, pluginError.details);
   }

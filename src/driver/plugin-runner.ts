@@ -32,6 +32,8 @@ export interface PluginRunnerOptions {
   binDirs: readonly string[];
   timeoutMs: number;
   builtins: ReadonlyMap<string, BuiltinPlugin>;
+  /** Aborted when the driver gives up waiting on its calls at shutdown: every plugin still running is killed. */
+  signal?: AbortSignal;
 }
 
 export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
@@ -50,6 +52,7 @@ export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
       stdin: JSON.stringify(inv.config),
       timeoutMs: opts.timeoutMs,
       baseEnv,
+      ...(opts.signal ? { signal: opts.signal } : {}),
     });
   const runner: RunPlugin = (inv) => {
     const builtin = opts.builtins.get(inv.type);

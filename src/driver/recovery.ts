@@ -1,8 +1,9 @@
 /**
  * Start-up recovery, before the driver reports ready:
- *  1. replay the deletion queue the shim filled while we were away (full DEL:
- *     address released, host veth removed, cache removed);
- *  2. rebuild the attachment index from the result cache (local truth);
+ *  1. rebuild the attachment index from the result cache (local truth);
+ *  2. replay the deletion queue the shim filled while we were away (full DEL:
+ *     address released, host veth removed, cache removed, index entry gone); a
+ *     record that names no network is for the network its attachment is on;
  *  3. release host-local leases that no cached attachment holds, and remove host
  *     veths on our bridges that no cached attachment lists — an ADD killed
  *     half-way leaves both and no cache entry. Decided from local truth only,
@@ -54,14 +55,15 @@ export interface RecoveryDeps {
 }
 
 export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
-  await replayDeletionQueue(d);
   for (const name of d.cache.removeTempFiles())
     d.logger.warn(
       { dir: d.cache.dir, file: name },
       "removed a cache file a crash left half-written",
     );
+  // The index first: a queued DEL that names no network is for the network its attachment is on.
+  for (const e of await d.cache.list()) d.attachments.add(e.networkName, e.containerId, e.ifName);
+  await replayDeletionQueue(d);
   const entries = await d.cache.list();
-  for (const e of entries) d.attachments.add(e.networkName, e.containerId, e.ifName);
   const cfg = d.config.current();
   if (cfg) {
     for (const list of cfg.networks.values()) {
@@ -132,20 +134,28 @@ export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
       await unlink(path).catch(() => {});
       continue;
     }
-    const cfg = d.config.current();
-    const network = record.network || cfg?.defaultNetwork || "";
-    // Without a config we cannot tell the default network yet: kept for the first config load.
-    if (!network) continue;
     try {
-      await d.locks.run(attachmentKey(record.containerId, record.ifName), () =>
-        d.executor.del(cfg?.networks.get(network), network, {
-          containerId: record.containerId,
-          netns: record.netns,
-          ifName: record.ifName,
-          cniArgs: withIgnoreUnknown([...record.cniArgs]),
-          capabilityArgs: {},
-        }),
+      const network = await d.locks.run(
+        attachmentKey(record.containerId, record.ifName),
+        async () => {
+          const cfg = d.config.current();
+          const on =
+            record.network ||
+            d.attachments.networkFor(record.containerId, record.ifName, cfg?.defaultNetwork);
+          // Without a config we cannot tell the default network yet: kept for the first config load.
+          if (!on) return undefined;
+          await d.executor.del(cfg?.networks.get(on), on, {
+            containerId: record.containerId,
+            netns: record.netns,
+            ifName: record.ifName,
+            cniArgs: withIgnoreUnknown([...record.cniArgs]),
+            capabilityArgs: {},
+          });
+          d.attachments.remove(on, record.containerId, record.ifName);
+          return on;
+        },
       );
+      if (network === undefined) continue;
       await unlink(path);
       replayed++;
       tellDetached(

@@ -106,8 +106,12 @@ export class ResultCache {
 
   /**
    * An attachment's cached entry; undefined when there is none. A file that
-   * cannot be read or decoded is deleted and reads as absent, with the reason
-   * logged: libcni's DEL does the same and goes on without a cached result.
+   * does not decode (or a directory in its place) reads as absent, with the
+   * reason logged, and with `discardUnusable` (DEL) it is deleted: libcni's DEL
+   * does the same and goes on without a cached result, while its CHECK fails
+   * and keeps it. A file that exists but cannot be read now (EMFILE, EIO,
+   * EACCES …) is an I/O failure (code 5) and stays: the call is retried, and
+   * a DEL that went on without it would hand the plugins no port mappings.
    *
    * A legacy file (a bare result from before `cniCacheV1`) reads as an
    * attachment with only its result: no config, no netns, no args. That is all
@@ -117,22 +121,28 @@ export class ResultCache {
     network: string,
     containerId: string,
     ifName: string,
+    opts: { discardUnusable: boolean } = { discardUnusable: true },
   ): Promise<CachedAttachment | undefined> {
     const path = this.path(network, containerId, ifName);
+    const unusable = (reason: string): undefined => {
+      if (opts.discardUnusable) this.#discard(path, reason);
+      else this.#log?.warn({ path, reason }, "cache file unusable; kept");
+      return undefined;
+    };
     let bytes: Buffer;
     try {
       bytes = readFileSync(path);
     } catch (err) {
-      if (errnoCode(err) === "ENOENT") return undefined;
-      this.#discard(path, `unreadable: ${(err as Error).message}`);
-      return undefined;
+      const code = errnoCode(err);
+      if (code === "ENOENT") return undefined;
+      if (code === "EISDIR") return unusable(`unreadable: ${(err as Error).message}`);
+      throw ioError("read", path, err);
     }
     let entry: ReturnType<typeof decodeCacheEntry>;
     try {
       entry = decodeCacheEntry(bytes);
     } catch (err) {
-      this.#discard(path, (err as Error).message);
-      return undefined;
+      return unusable((err as Error).message);
     }
     if (entry.kind === CACHE_KIND_V1) return entry;
     return {

@@ -1,7 +1,9 @@
 /**
- * gRPC over the node's unix socket. The socket lives in a directory of its own
- * (0700) and is itself 0600; a stale socket file is replaced, but a live driver
- * already answering on it is detected and left alone (we refuse to start).
+ * gRPC over the node's unix socket. The socket is 0600, in a directory created
+ * 0700 when missing (one that exists keeps its mode: it may be a shared one such
+ * as /run). A stale socket file (a dial refused: nobody listens) is replaced;
+ * one that a process holds (the dial connects, or is not refused: a live driver,
+ * perhaps wedged with its backlog full) is left alone and we refuse to start.
  */
 import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -28,8 +30,10 @@ export function loadServiceDefinition(): grpc.ServiceDefinition {
 
 export async function prepareSocketPath(socketPath: string): Promise<void> {
   const dir = dirname(socketPath);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  await chmod(dir, 0o700);
+  if (!(await lstat(dir).catch(() => undefined))) {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await chmod(dir, 0o700); // whatever the umask
+  }
   let exists = false;
   try {
     const st = await lstat(socketPath);
@@ -44,7 +48,14 @@ export async function prepareSocketPath(socketPath: string): Promise<void> {
   if (dial.ok) {
     throw new Error(`another process is already serving on ${socketPath}; refusing to start`);
   }
-  await unlink(socketPath);
+  if (dial.errno !== "ECONNREFUSED" && dial.errno !== "ENOENT") {
+    throw new Error(
+      `a process holds ${socketPath} but did not take a connection (${dial.reason}); refusing to replace it`,
+    );
+  }
+  await unlink(socketPath).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== "ENOENT") throw err;
+  });
 }
 
 export async function startGrpcServer(

@@ -8,7 +8,7 @@ import { performance } from "node:perf_hooks";
 import type pino from "pino";
 import { type CniArgPair, podIdentityFromArgs } from "../cni/args.js";
 import type { NetworkConfigList } from "../cni/conflist.js";
-import { CniError, ErrorCode } from "../cni/errors.js";
+import { CniError, ErrorCode, isFailureCode } from "../cni/errors.js";
 import { convertResult, formatResult, toResult100 } from "../cni/result.js";
 import type { AnyResult } from "../cni/types.js";
 import { requireVerbSupported, SUPPORTED_VERSIONS } from "../cni/versions.js";
@@ -20,6 +20,7 @@ import {
   type ErrorOnlyResponse,
   type GarbageCollectRequest,
   type GarbageCollectResponse,
+  NOT_READY_DETAILS,
   type PodRequest,
   type PodResponse,
   type WireCniError,
@@ -91,20 +92,50 @@ export interface PodNetworkObserver {
   setUpFailed(a: PodAttachmentInfo, step: string, error: CniError): void;
 }
 
-/** Which attachments exist, by network/container/ifname: counted for CniStatus and metrics. */
+/**
+ * Which attachments exist, by network/container/ifname: counted for CniStatus
+ * and metrics, and asked which network a DEL or CHECK that names none means.
+ */
 export class AttachmentIndex {
   private readonly keys = new Set<string>();
+  /** containerId + ifName → the networks it is attached to, oldest first. */
+  private readonly networks = new Map<string, string[]>();
   constructor(private readonly onChange: (n: number) => void = () => {}) {}
   add(network: string, containerId: string, ifName: string): void {
-    this.keys.add(`${network}\u0000${containerId}\u0000${ifName}`);
+    const key = `${network}\u0000${containerId}\u0000${ifName}`;
+    if (!this.keys.has(key)) {
+      this.keys.add(key);
+      const at = `${containerId}\u0000${ifName}`;
+      this.networks.set(at, [...(this.networks.get(at) ?? []), network]);
+    }
     this.onChange(this.keys.size);
   }
   remove(network: string, containerId: string, ifName: string): void {
-    this.keys.delete(`${network}\u0000${containerId}\u0000${ifName}`);
+    if (this.keys.delete(`${network}\u0000${containerId}\u0000${ifName}`)) {
+      const at = `${containerId}\u0000${ifName}`;
+      const left = (this.networks.get(at) ?? []).filter((n) => n !== network);
+      if (left.length > 0) this.networks.set(at, left);
+      else this.networks.delete(at);
+    }
     this.onChange(this.keys.size);
   }
   get size(): number {
     return this.keys.size;
+  }
+
+  /**
+   * The network a DEL or CHECK that names none is about. A runtime going
+   * through the host conflist never names one, and the default may have
+   * changed since the ADD (driver.json's defaultNetwork, or a new conflist that
+   * sorts first): the attachment's own network then, as libcni's runtime would
+   * pass the network it set up. The default when the attachment is on it, or
+   * on no network the driver knows of; else the network it was set up on last.
+   */
+  networkFor(containerId: string, ifName: string, defaultNetwork?: string): string | undefined {
+    const on = this.networks.get(`${containerId}\u0000${ifName}`) ?? [];
+    if (defaultNetwork !== undefined && (on.length === 0 || on.includes(defaultNetwork)))
+      return defaultNetwork;
+    return on.at(-1) ?? defaultNetwork;
   }
 }
 
@@ -133,11 +164,15 @@ export class DriverService {
         step = "waiting for the driver to be ready";
         this.requireReady();
         step = "running the plugin chain";
+        // Indexed under the lock: a DEL that names no network, waiting on it, reads the index.
         const result = await this.d.locks.run(
           attachmentKey(r.attachment.containerId, r.attachment.ifName),
-          () => this.d.executor.add(list, r.attachment),
+          async () => {
+            const added = await this.d.executor.add(list, r.attachment);
+            this.d.attachments.add(list.name, r.attachment.containerId, r.attachment.ifName);
+            return added;
+          },
         );
-        this.d.attachments.add(list.name, r.attachment.containerId, r.attachment.ifName);
         step = "converting the result";
         const out = convertResult(result, r.cniVersion ?? list.cniVersion);
         this.tell((o) => o.attached(info, result));
@@ -163,18 +198,20 @@ export class DriverService {
       req,
       async () => {
         const r = resolvePodRequest(req, "DEL");
-        const cfg = this.d.config.current();
-        const name = r.network || cfg?.defaultNetwork;
-        if (!name)
-          throw notReady([
-            "no valid network configuration loaded, and the request names no network",
-          ]);
-        // A network gone from the config is still torn down from its cached config.
-        const list = cfg?.networks.get(name);
-        await this.d.locks.run(attachmentKey(r.attachment.containerId, r.attachment.ifName), () =>
-          this.d.executor.del(list, name, r.attachment),
-        );
-        this.d.attachments.remove(name, r.attachment.containerId, r.attachment.ifName);
+        const { containerId, ifName } = r.attachment;
+        // The network is chosen under the lock: an ADD of this attachment in flight has indexed its own by then.
+        const name = await this.d.locks.run(attachmentKey(containerId, ifName), async () => {
+          const cfg = this.d.config.current();
+          const network = r.network || this.networkOfAttachment(containerId, ifName);
+          if (!network)
+            throw notReady([
+              "no valid network configuration loaded, and the request names no network",
+            ]);
+          // A network gone from the config is still torn down from its cached config.
+          await this.d.executor.del(cfg?.networks.get(network), network, r.attachment);
+          this.d.attachments.remove(network, containerId, ifName);
+          return network;
+        });
         this.tell((o) =>
           o.detached({
             pod: r.pod,
@@ -195,11 +232,12 @@ export class DriverService {
       req,
       async () => {
         const r = resolvePodRequest(req, "CHECK");
-        const list = this.network(r.network);
         if (r.cniVersion) requireVerbSupported("CHECK", r.cniVersion);
-        await this.d.locks.run(attachmentKey(r.attachment.containerId, r.attachment.ifName), () =>
-          this.d.executor.check(list, r.attachment),
-        );
+        const { containerId, ifName } = r.attachment;
+        await this.d.locks.run(attachmentKey(containerId, ifName), () => {
+          const list = this.network(r.network || this.networkOfAttachment(containerId, ifName));
+          return this.d.executor.check(list, r.attachment);
+        });
         return { error: null };
       },
       (error) => ({ error }),
@@ -291,6 +329,12 @@ export class DriverService {
     );
   }
 
+  /** For a call that names no network: the attachment's own (see AttachmentIndex.networkFor), "" when none is known. */
+  private networkOfAttachment(containerId: string, ifName: string): string {
+    const defaultNetwork = this.d.config.current()?.defaultNetwork;
+    return this.d.attachments.networkFor(containerId, ifName, defaultNetwork) ?? "";
+  }
+
   private network(name: string): NetworkConfigList {
     const cfg = this.d.config.current();
     if (!cfg) {
@@ -365,10 +409,21 @@ export class DriverService {
 }
 
 function notReady(reasons: string[]): CniError {
-  return new CniError(ErrorCode.TryAgainLater, `cni-driver is not ready: ${reasons.join("; ")}`);
+  return new CniError(
+    ErrorCode.TryAgainLater,
+    `cni-driver is not ready: ${reasons.join("; ")}`,
+    NOT_READY_DETAILS,
+  );
 }
 
+/** Never a code that reads as success (0) or does not fit the wire's uint32: those go as 999. */
 export function toWireError(e: CniError): WireCniError {
+  if (!isFailureCode(e.code))
+    return {
+      code: ErrorCode.Internal,
+      msg: `${e.message} (error code ${e.code})`,
+      details: e.details,
+    };
   return { code: e.code, msg: e.message, details: e.details };
 }
 

@@ -25,6 +25,8 @@ import {
 export const DEFAULT_SOCKET = "/run/cni-driver/driver.sock";
 export const DEFAULT_STATE_DIR = "/var/lib/cni-driver";
 export const DEFAULT_TIMEOUT_SECONDS = 30;
+/** The longest timer Node keeps (2^31-1 ms), in whole seconds. */
+const MAX_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 
 export interface ShimConfig {
   /** The network name of the runtime's conflist (not the driver network). */
@@ -104,8 +106,13 @@ export function parseShimConfig(stdin: Uint8Array): ShimConfig {
   let timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
   if (conf.timeoutSeconds !== undefined && conf.timeoutSeconds !== null) {
     const t = conf.timeoutSeconds;
-    if (typeof t !== "number" || !Number.isFinite(t) || t <= 0) {
-      throw invalidKey("timeoutSeconds", "a positive number of seconds", t);
+    // Past 2^31-1 ms a timer fires after 1 ms (Node clamps it): every call would time out at once.
+    if (typeof t !== "number" || !Number.isFinite(t) || t <= 0 || t > MAX_TIMEOUT_SECONDS) {
+      throw invalidKey(
+        "timeoutSeconds",
+        `a positive number of seconds, at most ${MAX_TIMEOUT_SECONDS}`,
+        t,
+      );
     }
     timeoutSeconds = t;
   }

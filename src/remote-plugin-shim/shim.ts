@@ -19,7 +19,7 @@ import { CniError, ErrorCode } from "../cni/errors.js";
 import { parseGcValidAttachments } from "../cni/gc.js";
 import { requireVerbSupported, versionInfo } from "../cni/versions.js";
 import type { DeletionRecord } from "../wire/deletion-record.js";
-import { API_VERSION, type PodRequest } from "../wire/types.js";
+import { API_VERSION, NOT_READY_DETAILS, type PodRequest } from "../wire/types.js";
 import { queueDeletion } from "./deletion-queue.js";
 import { answerError, callDriver, callDriverRetrying } from "./driver-call.js";
 import { removeContainerInterface } from "./local-teardown.js";
@@ -190,10 +190,12 @@ async function cmdCheck(c: Call): Promise<void> {
 
 /**
  * DEL never waits for a driver that is away: one call, and if the driver cannot
- * take it (unreachable, or not ready: code 11), the container interface is
- * removed here and the rest of the teardown (lease, host state, cache) is queued
- * durably for the driver to replay at start. Any other answer passes through,
- * and the runtime retries a failed DEL.
+ * take it (not reached, no answer in time, or its "not ready" answer), the
+ * container interface is removed here and the rest of the teardown (lease, host
+ * state, cache) is queued durably for the driver to replay (at start, on a
+ * config load, and every little while). Any other answer passes through, a
+ * chained plugin's timeout (code 11 from a driver that answered) included, and
+ * the runtime retries a failed DEL.
  */
 async function cmdDel(c: Call): Promise<void> {
   const answer = await callDriver(c.conf.socket, "TearDownPod", podRequest(c), {
@@ -202,7 +204,10 @@ async function cmdDel(c: Call): Promise<void> {
   });
   const err = answerError(answer);
   if (!err) return;
-  if (err.code !== ErrorCode.TryAgainLater) throw err;
+  const cannotTake =
+    err.code === ErrorCode.TryAgainLater &&
+    (answer.transportError !== undefined || err.details === NOT_READY_DETAILS);
+  if (!cannotTake) throw err;
 
   const teardown = await removeContainerInterface(c.env.netns, c.env.ifName ?? "");
   const record: DeletionRecord = {

@@ -251,6 +251,27 @@ describe("driver/config-source ConfigSource (ConfigMap volume, chokidar)", funct
     expect(s.reloads - before).to.be.within(1, 2);
   });
 
+  it("still sees a later swap after two back-to-back swaps (the watcher's blind spot): within the recheck", async () => {
+    // Two swaps with no pause left chokidar's key watch on a deleted file in most
+    // tries; the `..data` recheck (300 ms here) must catch every later swap.
+    for (let trial = 0; trial < 6; trial++) {
+      const v = await ConfigMapDir.create();
+      try {
+        await v.write({ "10-pods.conflist": ptpList(1400) });
+        const s = source({ dir: v.dir, dataRecheckMs: 300 });
+        await s.start();
+        await v.write({ "10-pods.conflist": ptpList(1401) });
+        await v.write({ "10-pods.conflist": ptpList(1402) });
+        await sleep(400);
+        await v.write({ "10-pods.conflist": ptpList(1403) });
+        await waitFor(() => mtuOf(s.current()) === 1403, `trial ${trial}: MTU 1403`, 3000);
+      } finally {
+        for (const s of sources.splice(0)) await s.close();
+        await v.remove();
+      }
+    }
+  });
+
   it("debounces a burst of swaps into few loads and ends on the last one", async () => {
     await vol.write({ "10-pods.conflist": ptpList(1500) });
     const s = source({ debounceMs: 300 });

@@ -7,7 +7,6 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
-import { queueDeletion } from "../../src/remote-plugin-shim/deletion-queue.js";
 import { DELETION_QUEUE_DIR, deletionRecordTempName } from "../../src/wire/deletion-record.js";
 import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harness.js";
 import { createNetns, uniqueTag } from "../support/netns.js";
@@ -64,19 +63,7 @@ describe("cni-driver serve: start-up recovery (integration)", function () {
     await h.stop();
     await h.writeConfig({ "pod-network.conflist": "{ broken" });
     await h.start({ waitReady: false });
-    queueDeletion(h.stateDir, {
-      kind: "cniDriverDeletionV1",
-      network: "",
-      containerId: h.containerId(1),
-      ifName: "eth0",
-      netns: h.netnsPath(1),
-      cniArgs: [
-        ["K8S_POD_NAMESPACE", h.podNamespace],
-        ["K8S_POD_NAME", h.podName(1)],
-      ],
-      cniVersion: "1.0.0",
-      queuedAtUnixMs: Date.now(),
-    });
+    h.queueDeletion(1);
     const queue = join(h.stateDir, DELETION_QUEUE_DIR);
     await sleep(300);
     expect(readdirSync(queue).filter((n) => n.endsWith(".json"))).to.have.length(1);

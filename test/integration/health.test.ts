@@ -261,6 +261,7 @@ describe("driver/health (integration)", () => {
       const r = await dialUnixSocket(join(dir, "missing.sock"), 1000);
       expect(r.ok).to.equal(false);
       expect(r.reason).to.equal(`dial ${join(dir, "missing.sock")}: ENOENT`);
+      expect(r.errno).to.equal("ENOENT");
     });
 
     it("fails on the stale socket file a killed daemon leaves", async () => {
@@ -271,7 +272,11 @@ describe("driver/health (integration)", () => {
       });
       expect((await stat(socketPath)).isSocket(), "stale socket file present").to.equal(true);
       const r = await dialUnixSocket(socketPath, 1000);
-      expect(r).to.deep.equal({ ok: false, reason: `dial ${socketPath}: ECONNREFUSED` });
+      expect(r).to.deep.equal({
+        ok: false,
+        reason: `dial ${socketPath}: ECONNREFUSED`,
+        errno: "ECONNREFUSED",
+      });
     });
   });
 });

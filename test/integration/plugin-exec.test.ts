@@ -248,7 +248,7 @@ for (const backend of ["native", "node"] as const)
     });
 
     describe("environment and stdin", () => {
-      const envScript = `printf '{"CNI_COMMAND":"%s","CNI_CONTAINERID":"%s","CNI_NETNS":"%s","CNI_IFNAME":"%s","CNI_ARGS":"%s","CNI_PATH":"%s","FOO":"%s","MARKER":"%s"}' "$CNI_COMMAND" "$CNI_CONTAINERID" "$CNI_NETNS" "$CNI_IFNAME" "$CNI_ARGS" "$CNI_PATH" "$FOO" "$PLUGIN_EXEC_TEST_MARKER"`;
+      const envScript = `printf '{"CNI_COMMAND":"%s","CNI_CONTAINERID":"%s","CNI_NETNS":"%s","CNI_IFNAME":"%s","CNI_ARGS":"%s","CNI_PATH":"%s","FOO":"%s","MARKER":"%s"}' "$CNI_COMMAND" "$CNI_CONTAINERID" "$CNI_NETNS" "$CNI_IFNAME" "$CNI_ARGS" "$CNI_PATH" "$FOO" "$PLUGIN_EXEC_TEST_MARKER" | tee "\${ENV_ECHO_FILE:-/dev/null}"`;
 
       before(async () => {
         await fakePlugin("env-echo", envScript);
@@ -276,14 +276,22 @@ for (const backend of ["native", "node"] as const)
       });
 
       it("clears attachment variables a verb does not carry, even when the base env has them", async () => {
-        const out = await execPlugin({
+        // GC's stdout is discarded (libcni): the plugin also writes what it saw to a file.
+        const seen = join(binDir, `gc-env-${backend}.json`);
+        await execPlugin({
           type: "env-echo",
           binDirs: [binDir],
           command: "GC",
           stdin: "{}",
           timeoutMs: 10_000,
-          baseEnv: { CNI_NETNS: "/proc/1/ns/net", CNI_IFNAME: "eth9", CNI_CONTAINERID: "old" },
+          baseEnv: {
+            CNI_NETNS: "/proc/1/ns/net",
+            CNI_IFNAME: "eth9",
+            CNI_CONTAINERID: "old",
+            ENV_ECHO_FILE: seen,
+          },
         });
+        const out = JSON.parse(await readFile(seen, "utf8")) as Record<string, string>;
         expect(out).to.include({
           CNI_COMMAND: "GC",
           CNI_CONTAINERID: "",
@@ -353,6 +361,11 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
         await fakePlugin("empty-ok", "exit 0");
         await fakePlugin("newline-ok", "echo");
         await fakePlugin("chatty-ok", "echo 'warning: slow disk' >&2\necho '{}'");
+        await fakePlugin(
+          "code-zero",
+          `echo '{"code":0,"msg":"iptables: Resource temporarily unavailable"}'\nexit 1`,
+        );
+        await fakePlugin("code-too-large", `echo '{"code":4294967296,"msg":"odd"}'\nexit 1`);
         await writeFile(join(binDir, "not-executable"), "#!/bin/sh\nexit 0\n", { mode: 0o644 });
       });
 
@@ -379,6 +392,23 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
           "silent-failure: netplugin failed with no error message: exit status 3",
         );
       });
+
+      it("fails with 999, keeping the message, when a failing plugin's error has code 0 (on the wire: success)", async () => {
+        const err = await execError(request("code-zero", { command: "DEL" }));
+        expect(err.code).to.equal(999);
+        expect(err.message).to.equal(
+          "code-zero: iptables: Resource temporarily unavailable (the plugin failed with error code 0: exit status 1)",
+        );
+        const big = await execError(request("code-too-large"));
+        expect(big.code).to.equal(999);
+        expect(big.message).to.contain("error code 4294967296");
+      });
+
+      for (const command of ["DEL", "CHECK", "GC", "STATUS"] as const) {
+        it(`ignores what a successful ${command} prints, as libcni does`, async () => {
+          expect(await execPlugin(request("garbage-ok", { command }))).to.equal(undefined);
+        });
+      }
 
       it("fails with code 6 naming the plugin when a success prints something not JSON", async () => {
         const err = await execError(request("garbage-ok"));

@@ -1,4 +1,14 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import {
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
@@ -173,6 +183,34 @@ describe("ResultCache", () => {
     expect(await cache.read("pod-net", "c1", "eth0")).to.equal(undefined);
     expect(await stat(path).catch((e: NodeJS.ErrnoException) => e.code)).to.equal("ENOENT");
     expect(warnings[0]?.obj.reason).to.match(/^unreadable: /);
+  });
+
+  it("keeps an undecodable file when told not to discard (CHECK), and reads it as absent", async () => {
+    await mkdir(resultsDir(), { recursive: true });
+    const path = join(resultsDir(), "pod-net-c1-eth0");
+    await writeFile(path, "not json at all");
+    expect(await cache.read("pod-net", "c1", "eth0", { discardUnusable: false })).to.equal(
+      undefined,
+    );
+    expect((await stat(path)).isFile()).to.equal(true);
+    expect(warnings[0]?.msg).to.equal("cache file unusable; kept");
+  });
+
+  it("fails with code 5 and keeps the file when it exists but cannot be read now", async () => {
+    await mkdir(resultsDir(), { recursive: true });
+    const path = join(resultsDir(), "pod-net-c1-eth0");
+    // A symlink to itself: ELOOP on open, the stand-in for EMFILE or EIO here (root reads anything).
+    await symlink(path, path);
+    const err = await cache.read("pod-net", "c1", "eth0").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).to.be.instanceOf(CniError);
+    expect((err as CniError).code).to.equal(5);
+    expect((err as CniError).message)
+      .to.contain(path)
+      .and.to.contain("ELOOP");
+    expect((await lstat(path)).isSymbolicLink(), "kept").to.equal(true);
   });
 
   it("reads a legacy file (a bare result) as an attachment holding only that result", async () => {

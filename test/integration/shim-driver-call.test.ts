@@ -6,7 +6,7 @@
  * DEADLINE_EXCEEDED → 11, UNIMPLEMENTED → 1, anything else → 999 with the status
  * as details).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import http2 from "node:http2";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -19,9 +19,11 @@ import {
   callDriver,
   callDriverRetrying,
 } from "../../src/remote-plugin-shim/driver-call.js";
+import { runShim } from "../../src/remote-plugin-shim/shim.js";
+import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import { transportCniError } from "../../src/wire/grpc-status.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../../src/wire/proto-path.js";
-import type { PodRequest, PodResponse } from "../../src/wire/types.js";
+import { NOT_READY_DETAILS, type PodRequest, type PodResponse } from "../../src/wire/types.js";
 
 const POD_REQUEST: PodRequest = {
   api_version: 1,
@@ -219,7 +221,9 @@ describe("shim driver-call over HTTP/2 (integration: a grpc-js server)", functio
       SetUpPod: (_call, cb) => {
         calls++;
         if (calls <= 2)
-          cb(null, { error: { code: 11, msg: "cni-driver is not ready", details: "" } });
+          cb(null, {
+            error: { code: 11, msg: "cni-driver is not ready", details: NOT_READY_DETAILS },
+          });
         else cb(null, { error: null, cni_version: "1.0.0", result_json: "{}", result: null });
       },
     });
@@ -252,5 +256,74 @@ describe("shim driver-call over HTTP/2 (integration: a grpc-js server)", functio
 
   it("transportCniError names the status of a code gRPC does not define by its number", () => {
     expect(transportCniError(99, "m", "/s").message).to.equal("cni-driver at /s: 99: m");
+  });
+
+  describe("DEL: queued only when the driver cannot take it", () => {
+    const delEnv = {
+      CNI_COMMAND: "DEL",
+      CNI_CONTAINERID: "c0ffee",
+      CNI_NETNS: "/run/netns/cni-driver-test-absent",
+      CNI_IFNAME: "eth0",
+      CNI_PATH: "/opt/cni/bin",
+    };
+    const del = (timeoutSeconds = 5) =>
+      runShim(delEnv, async () =>
+        Buffer.from(
+          JSON.stringify({
+            cniVersion: "1.0.0",
+            name: "n",
+            type: "cni-driver-shim",
+            socket,
+            stateDir: join(dir, "state"),
+            timeoutSeconds,
+          }),
+        ),
+      );
+    const queued = () => {
+      try {
+        return readdirSync(join(dir, "state", DELETION_QUEUE_DIR));
+      } catch {
+        return [];
+      }
+    };
+
+    it("the driver's not-ready answer: exit 0, the teardown queued", async () => {
+      server = await startServer(socket, {
+        TearDownPod: (_call, cb) =>
+          cb(null, {
+            error: { code: 11, msg: "cni-driver is not ready: x", details: NOT_READY_DETAILS },
+          }),
+      });
+      const out = await del();
+      expect(out).to.deep.equal({ stdout: "", exitCode: 0 });
+      expect(queued()).to.deep.equal(["_default-c0ffee-eth0.json"]);
+    });
+
+    it("any other code 11 from a driver that answered (a chained plugin timed out): the DEL fails with it, nothing queued", async () => {
+      server = await startServer(socket, {
+        TearDownPod: (_call, cb) =>
+          cb(null, {
+            error: {
+              code: 11,
+              msg: "portmap: DEL timed out after 60000 ms; plugin killed",
+              details: "",
+            },
+          }),
+      });
+      const out = await del();
+      expect(out.exitCode).to.equal(1);
+      expect(JSON.parse(out.stdout)).to.deep.include({
+        code: 11,
+        msg: "portmap: DEL timed out after 60000 ms; plugin killed",
+      });
+      expect(queued()).to.deep.equal([]);
+    });
+
+    it("a driver that does not answer within timeoutSeconds: exit 0, the teardown queued", async () => {
+      server = await startServer(socket, { TearDownPod: () => {} });
+      const out = await del(0.5);
+      expect(out).to.deep.equal({ stdout: "", exitCode: 0 });
+      expect(queued()).to.deep.equal(["_default-c0ffee-eth0.json"]);
+    });
   });
 });

@@ -13,6 +13,8 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { DriverClient } from "../../src/driver/client.js";
 import { hostVethName, podVethKey } from "../../src/midonet/host-veth-name.js";
+import { queueDeletion } from "../../src/remote-plugin-shim/deletion-queue.js";
+import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";
 import { writeConfigMapDir } from "./configmap-dir.js";
 import { deleteHostLink, deleteNetns, listNetns, uniqueTag } from "./netns.js";
@@ -137,6 +139,28 @@ export class DriverHarness {
     );
   }
 
+  /** Queues pod `i`'s DEL as the shim does when the driver cannot take it: naming no network. */
+  queueDeletion(i: number | string): void {
+    queueDeletion(this.stateDir, {
+      kind: "cniDriverDeletionV1",
+      network: "",
+      containerId: this.containerId(i),
+      ifName: "eth0",
+      netns: this.netnsPath(i),
+      cniArgs: [
+        ["K8S_POD_NAMESPACE", this.podNamespace],
+        ["K8S_POD_NAME", this.podName(i)],
+      ],
+      cniVersion: "1.0.0",
+      queuedAtUnixMs: Date.now(),
+    });
+  }
+
+  /** The records in the deletion queue. */
+  queuedDeletions(): string[] {
+    return listDir(join(this.stateDir, DELETION_QUEUE_DIR)).filter((n) => n.endsWith(".json"));
+  }
+
   /** The driver's result cache files (libcni layout: `<cacheDir>/results/<net>-<id>-<if>`). */
   cacheFiles(): string[] {
     return listDir(join(this.cacheDir, "results"));
@@ -188,10 +212,16 @@ export class DriverHarness {
     return undefined;
   }
 
-  /** Starts the driver; waits until it is ready unless told not to (a driver that starts not ready). */
-  async start(opts: { waitReady?: boolean } = {}): Promise<void> {
-    this.stderr = "";
-    this.health = `127.0.0.1:${await freePort()}`;
+  /**
+   * How this harness runs `cni-driver serve`: the Node, its arguments and
+   * environment. `dirs` puts state and cache elsewhere (a second driver on the
+   * same socket), `healthAddr` defaults to none.
+   */
+  serveCommand(dirs: { stateDir?: string; cacheDir?: string; healthAddr?: string } = {}): {
+    node: string;
+    args: string[];
+    env: NodeJS.ProcessEnv;
+  } {
     const entry = this.opts.nodeBinary
       ? [join(REPO_ROOT, "dist/src/driver/cli.js")]
       : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
@@ -203,9 +233,9 @@ export class DriverHarness {
       "--config-dir",
       this.configDir,
       "--state-dir",
-      this.stateDir,
+      dirs.stateDir ?? this.stateDir,
       "--cache-dir",
-      this.cacheDir,
+      dirs.cacheDir ?? this.cacheDir,
       "--cni-bin-dir",
       REFERENCE_PLUGIN_DIR,
       "--host-local-data-dir",
@@ -213,14 +243,22 @@ export class DriverHarness {
       "--pod-cidr",
       this.subnet,
       "--health-addr",
-      this.health,
+      dirs.healthAddr ?? "",
       "--log-level",
       process.env.CNI_DRIVER_TEST_LOG ?? "warn",
       ...(this.opts.extraFlags ?? []),
     ];
     const env = { ...process.env };
     delete env.NODE_EXTRA_CA_CERTS;
-    const child = spawn(this.opts.nodeBinary ?? process.execPath, args, {
+    return { node: this.opts.nodeBinary ?? process.execPath, args, env };
+  }
+
+  /** Starts the driver; waits until it is ready unless told not to (a driver that starts not ready). */
+  async start(opts: { waitReady?: boolean } = {}): Promise<void> {
+    this.stderr = "";
+    this.health = `127.0.0.1:${await freePort()}`;
+    const { node, args, env } = this.serveCommand({ healthAddr: this.health });
+    const child = spawn(node, args, {
       cwd: REPO_ROOT,
       env,
       stdio: ["ignore", "ignore", "pipe"],

@@ -111,6 +111,12 @@ describe("shim plugin config", () => {
     ["a network that is no network name", { name: "n", network: "-x" }, 7, /network name/],
     ["a negative timeoutSeconds", { name: "n", timeoutSeconds: -1 }, 7, /"timeoutSeconds"/],
     ["a timeoutSeconds in a string", { name: "n", timeoutSeconds: "5" }, 7, /"timeoutSeconds"/],
+    [
+      "a timeoutSeconds longer than a timer can wait (24.8 days)",
+      { name: "n", timeoutSeconds: 3_000_000 },
+      7,
+      /"timeoutSeconds" must be a positive number of seconds, at most 2147483/,
+    ],
     ["a relative stateDir", { name: "n", stateDir: "state" }, 7, /"stateDir"/],
     ["a logFile that is not a string", { name: "n", logFile: {} }, 7, /"logFile"/],
   ];
