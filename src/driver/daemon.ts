@@ -13,10 +13,11 @@
  */
 import { readFileSync } from "node:fs";
 import type pino from "pino";
-import type { FlagSpec, FlagValues } from "../common/flags.js";
+import { type FlagSpec, type FlagValues, UsageError } from "../common/flags.js";
 import { dialUnixSocket, startHealthServer } from "../common/health.js";
 import { createLogger, type LogLevel } from "../common/logger.js";
 import { plumbingBackend } from "../plumbing/backend.js";
+import { socketPathProblem } from "../wire/socket-path.js";
 import { flockAddon } from "./builtin/host-local/file-lock.js";
 import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "./builtin/host-local/plugin.js";
 import { createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
@@ -151,6 +152,8 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     if (c.includes(":")) podCidrs.v6 = c;
     else podCidrs.v4 = c;
   }
+  const tooLong = socketPathProblem(str("socket"));
+  if (tooLong) throw new UsageError(`--socket: ${tooLong}`);
   return {
     socket: str("socket"),
     configDir: str("config-dir"),

@@ -21,6 +21,7 @@ import {
   DEFAULT_CONFIG_VERSION,
   requireSupportedVersion,
 } from "../cni/versions.js";
+import { socketPathProblem } from "../wire/socket-path.js";
 
 export const DEFAULT_SOCKET = "/run/cni-driver/driver.sock";
 export const DEFAULT_STATE_DIR = "/var/lib/cni-driver";
@@ -117,10 +118,15 @@ export function parseShimConfig(stdin: Uint8Array): ShimConfig {
     timeoutSeconds = t;
   }
 
+  const socket = absolutePath(conf, "socket", DEFAULT_SOCKET) as string;
+  const tooLong = socketPathProblem(socket);
+  if (tooLong)
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `"socket" cannot be used: ${tooLong}`);
+
   const out: ShimConfig = {
     name,
     cniVersion,
-    socket: absolutePath(conf, "socket", DEFAULT_SOCKET) as string,
+    socket,
     network,
     timeoutMs: Math.round(timeoutSeconds * 1000),
     stateDir: absolutePath(conf, "stateDir", DEFAULT_STATE_DIR) as string,

@@ -55,6 +55,17 @@ describe("cni-driver serve: the node socket (integration)", function () {
     expect(statSync(h.socket).isSocket()).to.equal(true);
   });
 
+  it("refuses a --socket path longer than a unix socket's (107 bytes), naming it (exit 2)", () => {
+    const { node, args, env } = h.serveCommand();
+    const long = join(h.root, "s".repeat(120));
+    args[args.indexOf("--socket") + 1] = long;
+    const r = spawnSync(node, args, { cwd: REPO_ROOT, env, encoding: "utf8", timeout: 20_000 });
+    expect(r.status, r.stderr).to.equal(2);
+    expect(r.stderr).to.contain(
+      `--socket: ${long} is ${Buffer.byteLength(long)} bytes long; a unix socket's path holds at most 107`,
+    );
+  });
+
   it("replaces the stale socket file a killed driver left", async () => {
     await h.kill();
     expect(statSync(h.socket).isSocket(), "stale socket file").to.equal(true);

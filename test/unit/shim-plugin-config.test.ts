@@ -112,6 +112,12 @@ describe("shim plugin config", () => {
     ["a negative timeoutSeconds", { name: "n", timeoutSeconds: -1 }, 7, /"timeoutSeconds"/],
     ["a timeoutSeconds in a string", { name: "n", timeoutSeconds: "5" }, 7, /"timeoutSeconds"/],
     [
+      "a socket path longer than a unix socket's (107 bytes)",
+      { name: "n", socket: `/run/${"s".repeat(103)}` },
+      7,
+      /"socket" cannot be used: \/run\/s+ is 108 bytes long; a unix socket's path holds at most 107/,
+    ],
+    [
       "a timeoutSeconds longer than a timer can wait (24.8 days)",
       { name: "n", timeoutSeconds: 3_000_000 },
       7,

@@ -1,0 +1,15 @@
+/**
+ * The node socket's path is part of the contract between the shim and the driver,
+ * and Linux bounds it: `sun_path` holds 108 bytes with the terminating NUL. A
+ * longer path fails to connect with EINVAL (which the shim would take for a driver
+ * away, and queue every DEL) or, depending on the library, binds somewhere else.
+ */
+export const MAX_SOCKET_PATH_BYTES = 107;
+
+/** Why `path` cannot be a unix socket's path, or undefined when it can. */
+export function socketPathProblem(path: string): string | undefined {
+  const bytes = Buffer.byteLength(path, "utf8");
+  return bytes > MAX_SOCKET_PATH_BYTES
+    ? `${path} is ${bytes} bytes long; a unix socket's path holds at most ${MAX_SOCKET_PATH_BYTES}`
+    : undefined;
+}
