@@ -155,6 +155,8 @@ export interface NodeConnectivityOptions {
   annotationBackoff?: BackoffPolicy;
   /** Node patches per MAC before giving up until the next change (default 10). */
   annotationAttempts?: number;
+  /** After giving up, a resync tries the Node patch again once this has passed (default 60 s). */
+  annotationRetryGivenUpAfterMs?: number;
   metrics?: NodeConnectivityMetrics;
   /** The plumbing, replaceable in tests. */
   ensure?: (spec: NodeLinkSpec, changes?: string[]) => Promise<string>;
@@ -191,6 +193,9 @@ export class NodeConnectivity {
       nodeName: o.nodeName,
       backoff: o.annotationBackoff,
       attempts: o.annotationAttempts,
+      ...(o.annotationRetryGivenUpAfterMs !== undefined
+        ? { retryGivenUpAfterMs: o.annotationRetryGivenUpAfterMs }
+        : {}),
       metrics: o.metrics,
     });
   }

@@ -277,6 +277,40 @@ describe("node connectivity: retries, readiness, the Node annotation", () => {
     nc.stop();
   });
 
+  it("writes the Node's annotation after an API outage longer than its retries, at a later resync", async () => {
+    let apiUp = false;
+    const patches: Record<string, string | null>[] = [];
+    const api = {
+      patchNodeAnnotations: async (_name: string, a: Record<string, string | null>) => {
+        if (!apiUp) throw new KubeApiError("connect ECONNREFUSED");
+        patches.push(a);
+      },
+      readNodeAnnotations: async () => ({}),
+    } as unknown as KubeApi;
+    const nc = new NodeConnectivity({
+      logger: silent,
+      api: Promise.resolve(api),
+      nodeName: "node-1",
+      resyncMs: 50,
+      annotationBackoff: fast,
+      annotationAttempts: 3,
+      annotationRetryGivenUpAfterMs: 100,
+      ensure: async () => "aa:bb:cc:dd:ee:07",
+      remove: async () => true,
+      enableForwarding: async () => false,
+    });
+    try {
+      nc.apply(cfg);
+      await sleep(300); // the three attempts are spent: given up
+      expect(patches).to.deep.equal([]);
+      apiUp = true; // no config load follows: only the resyncs ask again
+      await until(() => patches.length > 0, "the Node annotation after the outage", 3000);
+      expect(patches[0]).to.deep.equal({ "midonet.org/mac-address": "aa:bb:cc:dd:ee:07" });
+    } finally {
+      nc.stop();
+    }
+  });
+
   it("patches the Node's annotation with the MAC, retrying a conflict, once per MAC", async () => {
     const patches: [string, Record<string, string | null>][] = [];
     let conflicts = 1;

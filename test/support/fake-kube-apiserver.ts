@@ -1860,6 +1860,15 @@ export class FakeKubeApiServer {
         `the name of the object (${meta.name ?? ""}) does not match the name on the URL (${name})`,
       );
     }
+    // A patch that sets metadata.uid is a precondition too (kubelet patches pod
+    // status so): the registry refuses an object whose uid is not the stored one.
+    if (meta.uid !== undefined && meta.uid !== current.metadata?.uid) {
+      throw conflict(
+        def,
+        name!,
+        `StorageError: invalid object, Code: 4, Key: /registry/${def.resource}/${route.namespace ? `${route.namespace}/` : ""}${name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: ${meta.uid}, UID in object meta: ${current.metadata?.uid ?? ""}`,
+      );
+    }
     // A patch that sets metadata.resourceVersion is a precondition, as on PUT.
     if (
       meta.resourceVersion !== undefined &&

@@ -138,12 +138,12 @@ describe("annotationOwnersFromCache", () => {
       ],
     ],
     [
-      "the MAC of the attachment's own interface (a second interface of the pod)",
+      "the MAC of the attachment's own interface, and eth0's only (a second interface owns nothing)",
       [
         {
           id: "a",
           ifName: "net1",
-          mtimeMs: 1,
+          mtimeMs: 2,
           result: {
             cniVersion: "1.0.0",
             interfaces: [
@@ -152,8 +152,19 @@ describe("annotationOwnersFromCache", () => {
             ],
           },
         },
+        {
+          id: "a",
+          mtimeMs: 1,
+          result: {
+            cniVersion: "1.0.0",
+            interfaces: [
+              { name: "net1", mac: "02:00:00:00:00:e1", sandbox: "/run/netns/a" },
+              { name: "eth0", mac: "02:00:00:00:00:e0", sandbox: "/run/netns/a" },
+            ],
+          },
+        },
       ],
-      ["default/web a net1 02:00:00:00:00:e1"],
+      ["default/web a eth0 02:00:00:00:00:e0"],
     ],
     [
       "a 0.4.0 result",
@@ -347,6 +358,31 @@ describe("podObserver with owners seeded at start", () => {
     expect(patches).to.deep.equal([
       { pod: "default/web", annotations: { [MAC_ADDRESS_ANNOTATION]: null } },
     ]);
+  });
+
+  it("describes eth0 only: a second interface's ADD and DEL leave eth0's annotation", async () => {
+    const observer = podObserver(annotations, events, new AnnotationOwners());
+    const result = (ifName: string, mac: string) =>
+      ({
+        cniVersion: "1.0.0",
+        interfaces: [{ name: ifName, mac, sandbox: "/var/run/netns/x" }],
+        ips: [],
+      }) as never;
+    observer.attached(info("a"), result("eth0", "02:00:00:00:00:e0"));
+    await annotations.idle();
+    const net1 = { ...info("a"), ifName: "net1", network: "second-network" };
+    observer.attached(net1, result("net1", "02:00:00:00:00:01"));
+    observer.detached(net1);
+    await annotations.idle();
+    expect(patches).to.deep.equal([
+      { pod: "default/web", annotations: { [MAC_ADDRESS_ANNOTATION]: "02:00:00:00:00:e0" } },
+    ]);
+    observer.detached(info("a"));
+    await annotations.idle();
+    expect(patches.at(-1)).to.deep.equal({
+      pod: "default/web",
+      annotations: { [MAC_ADDRESS_ANNOTATION]: null },
+    });
   });
 
   it("without seeding, the old sandbox's DEL removes the newer one's annotation (what seeding prevents)", async () => {

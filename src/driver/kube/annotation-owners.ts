@@ -14,7 +14,7 @@
 import { podIdentityFromArgs } from "../../cni/args.js";
 import type { CachedAttachment } from "../../cni/cache.js";
 import { parseResult } from "../../cni/result.js";
-import { type PodRef, podInterfaceMac } from "./pod-annotations.js";
+import { ANNOTATED_IF_NAME, type PodRef, podInterfaceMac } from "./pod-annotations.js";
 
 /** One attachment of a pod: the driver's attachment identity (container id + ifname). */
 export interface AttachmentRef {
@@ -44,6 +44,7 @@ export function annotationOwnersFromCache(
 ): AnnotationOwner[] {
   const best = new Map<string, { owner: AnnotationOwner; mtimeMs: number }>();
   for (const e of entries) {
+    if (e.ifName !== ANNOTATED_IF_NAME) continue;
     const identity = podIdentityFromArgs(e.cniArgs ?? []);
     if (!identity.namespace || !identity.name) continue;
     const mac = cachedMac(e);

@@ -54,6 +54,18 @@ export class KubeApiError extends Error {
   }
 }
 
+/**
+ * The 409 of a write whose uid precondition failed: the object of that name is
+ * another one now (a pod deleted and recreated). Retrying cannot help.
+ */
+export function isUidMismatch(err: unknown): boolean {
+  return (
+    err instanceof KubeApiError &&
+    err.status === 409 &&
+    err.message.includes("Precondition failed: UID in precondition")
+  );
+}
+
 /** The parts of an object the driver reads; the rest passes through untyped. */
 export interface KubeObjectView {
   metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string };
@@ -119,9 +131,15 @@ export interface KubeApi {
     handlers: ObjectWatchHandlers,
   ): ObjectWatch;
   /** JSON merge patch of metadata.annotations: a string sets a key, null removes it. */
+  /**
+   * With `uid`, the patch carries it as a precondition (as kubelet's pod status
+   * patches do): a pod of that name recreated since (another uid) refuses it
+   * with 409 "Precondition failed: UID in precondition" (see isUidMismatch).
+   */
   patchPodAnnotations(
     ref: Required<ObjectRef>,
     annotations: Record<string, string | null>,
+    uid?: string,
   ): Promise<void>;
   /** JSON merge patch of a Node's metadata.annotations: a string sets a key, null removes it. */
   patchNodeAnnotations(name: string, annotations: Record<string, string | null>): Promise<void>;
@@ -250,10 +268,12 @@ class ClientNodeApi implements KubeApi {
   async patchPodAnnotations(
     ref: Required<ObjectRef>,
     annotations: Record<string, string | null>,
+    uid?: string,
   ): Promise<void> {
+    const metadata = uid ? { uid, annotations } : { annotations };
     await this.call(() =>
       this.core.patchNamespacedPod(
-        { name: ref.name, namespace: ref.namespace, body: { metadata: { annotations } } },
+        { name: ref.name, namespace: ref.namespace, body: { metadata } },
         this.callOptions(true),
       ),
     );

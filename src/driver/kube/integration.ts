@@ -36,6 +36,7 @@ import type { BackoffPolicy } from "./backoff.js";
 import { ConfigMapMirror, type ConfigMapRef, parseConfigMapRef } from "./configmap-mirror.js";
 import { NodePodCidrs } from "./node-pod-cidrs.js";
 import {
+  ANNOTATED_IF_NAME,
   MAC_ADDRESS_ANNOTATION,
   type PodAnnotationMetrics,
   PodAnnotationQueue,
@@ -287,11 +288,13 @@ export function podObserver(
   owners: AnnotationOwners = new AnnotationOwners(),
 ): PodNetworkObserver {
   const podOf = (a: PodAttachmentInfo) =>
-    a.pod.namespace && a.pod.name ? { namespace: a.pod.namespace, name: a.pod.name } : undefined;
+    a.pod.namespace && a.pod.name
+      ? { namespace: a.pod.namespace, name: a.pod.name, ...(a.pod.uid ? { uid: a.pod.uid } : {}) }
+      : undefined;
   return {
     attached(a, result) {
       const pod = podOf(a);
-      if (!pod) return;
+      if (!pod || a.ifName !== ANNOTATED_IF_NAME) return;
       const mac = podInterfaceMac(result, a.ifName);
       if (!mac) return;
       owners.claim(pod, a);
@@ -299,7 +302,7 @@ export function podObserver(
     },
     detached(a) {
       const pod = podOf(a);
-      if (!pod) return;
+      if (!pod || a.ifName !== ANNOTATED_IF_NAME) return;
       if (!owners.release(pod, a)) return;
       annotations.set(pod, MAC_ADDRESS_ANNOTATION, null);
     },

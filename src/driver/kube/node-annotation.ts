@@ -4,7 +4,9 @@
  * link goes — only when this process set it, or when the Node holds the
  * removed link's MAC (an earlier process's). Off the CNI path; each change is
  * retried with backoff on conflicts and outages a bounded number of times,
- * then given up until the next config load asks again.
+ * then given up until the next config load asks again, or until the node
+ * link's next resync asks once `retryGivenUpAfterMs` has passed: an API outage
+ * longer than the retries must not leave the Node without its annotation.
  */
 import type pino from "pino";
 import type { KubeApi } from "./api.js";
@@ -31,6 +33,8 @@ export interface NodeMacAnnotationOptions {
   backoff?: BackoffPolicy;
   /** Writes per target before giving up until the next config load (default 10). */
   attempts?: number;
+  /** After giving up, a set() or remove() of the same target tries again once this has passed (default 60 s). */
+  retryGivenUpAfterMs?: number;
   metrics?: { nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void };
 }
 
@@ -40,8 +44,9 @@ export class NodeMacAnnotation {
   private target: AnnotationTarget | undefined;
   /** The removal target last carried out (or found nothing of ours to remove). */
   private removed: AnnotationTarget | undefined;
-  /** The target given up on; tried again after the next config load. */
+  /** The target given up on; tried again after the next config load, or when asked again later. */
   private gaveUpOn: AnnotationTarget | undefined;
+  private gaveUpAt = 0;
   /** The MAC this process set on the Node and saw land (undefined: none, or removed since). */
   private annotated: string | undefined;
 
@@ -51,7 +56,17 @@ export class NodeMacAnnotation {
   set(mac: string): void {
     const t = this.target;
     if (!(t && "set" in t && t.set === mac)) this.target = { set: mac };
+    this.retryGivenUpIfOld();
     this.kick();
+  }
+
+  /** Asked again, long enough after giving up: the API may be back. */
+  private retryGivenUpIfOld(): void {
+    if (
+      this.gaveUpOn !== undefined &&
+      Date.now() - this.gaveUpAt >= (this.o.retryGivenUpAfterMs ?? 60_000)
+    )
+      this.gaveUpOn = undefined;
   }
 
   /** The link whose MAC was `mac` is gone: its annotation goes, if it is ours. */
@@ -130,6 +145,7 @@ export class NodeMacAnnotation {
         if (!isRetryable(err) || attempt >= max) {
           this.o.metrics?.nodeAnnotationWritten("dropped");
           this.gaveUpOn = t;
+          this.gaveUpAt = Date.now();
           this.o.logger.warn(
             {
               node: nodeName,
@@ -137,7 +153,7 @@ export class NodeMacAnnotation {
               attempts: attempt,
               err: (err as Error).message,
             },
-            "annotating the Node failed; giving up until the next config load",
+            "annotating the Node failed; giving up until the next config load or link resync",
           );
           return;
         }

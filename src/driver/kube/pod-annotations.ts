@@ -9,19 +9,33 @@
  * retried with backoff a bounded number of times: 409 (a patch losing a race),
  * 429, 5xx and no answer at all are retried, 404 means the pod is gone (nothing
  * to annotate), anything else (400, 403 …) is a mistake retrying will not fix.
+ *
+ * A patch carries the pod's uid when the runtime gave it (K8S_POD_UID) as a
+ * precondition: a pod of the same name recreated meanwhile, perhaps on another
+ * node (a StatefulSet's pod after its node failed), refuses it, and so is never
+ * annotated, nor has its annotation removed, for an older sandbox's sake.
  */
 import type pino from "pino";
 import { toResult100 } from "../../cni/result.js";
 import type { AnyResult } from "../../cni/types.js";
 import type { KubeApi } from "./api.js";
-import { KubeApiError } from "./api.js";
+import { isUidMismatch, KubeApiError } from "./api.js";
 import { type BackoffPolicy, backoffDelay } from "./backoff.js";
 
 export const MAC_ADDRESS_ANNOTATION = "midonet.org/mac-address";
 
+/**
+ * The interface the annotation describes: the pod's primary one, which kubelet
+ * always names eth0. An attachment of another interface (a second network's
+ * net1) neither sets it nor, torn down, removes it.
+ */
+export const ANNOTATED_IF_NAME = "eth0";
+
 export interface PodRef {
   namespace: string;
   name: string;
+  /** The pod's uid, when known: sent as the patch's precondition. */
+  uid?: string;
 }
 
 /**
@@ -62,9 +76,13 @@ export interface AnnotationQueueOptions {
   api: Promise<KubeApi | undefined>;
   logger: pino.Logger;
   metrics?: PodAnnotationMetrics;
-  /** Attempts per change before it is dropped (default 8). */
+  /**
+   * Attempts per change before it is dropped (default 40: with the default
+   * backoff, about 16 minutes, longer than an API server's restart or upgrade;
+   * nothing writes a dropped change again).
+   */
   maxAttempts?: number;
-  /** Between attempts (default 100 ms doubling to 5 s: 8 attempts span ~10 s). */
+  /** Between attempts (default 100 ms doubling to 30 s). */
   backoff?: BackoffPolicy;
   /** Patches in flight at once (default 4). */
   concurrency?: number;
@@ -94,8 +112,8 @@ export class PodAnnotationQueue {
   private idleWaiters: (() => void)[] = [];
 
   constructor(private readonly o: AnnotationQueueOptions) {
-    this.maxAttempts = o.maxAttempts ?? 8;
-    this.backoff = o.backoff ?? { baseMs: 100, maxMs: 5000 };
+    this.maxAttempts = o.maxAttempts ?? 40;
+    this.backoff = o.backoff ?? { baseMs: 100, maxMs: 30_000 };
     this.concurrency = o.concurrency ?? 4;
     this.log = o.logger.child({ component: "pod-annotations" });
   }
@@ -105,14 +123,16 @@ export class PodAnnotationQueue {
     if (this.closed) return;
     const id = `${pod.namespace}/${pod.name}`;
     if (this.inFlight.has(id)) {
-      // Sent after the running patch; the newest wish per key wins.
+      // Sent after the running patch; the newest wish per key wins, for the newest pod.
       const next = this.inFlight.get(id) ?? { pod, want: {}, attempt: 0 };
+      next.pod = pod;
       next.want[key] = value;
       this.inFlight.set(id, next);
       return;
     }
     const p = this.pending.get(id);
     if (p) {
+      p.pod = pod;
       p.want[key] = value;
       p.attempt = 0;
       return;
@@ -168,14 +188,21 @@ export class PodAnnotationQueue {
     const api = await this.o.api.catch(() => undefined);
     if (!api) return;
     try {
-      await api.patchPodAnnotations(p.pod, p.want);
+      await api.patchPodAnnotations(
+        { namespace: p.pod.namespace, name: p.pod.name },
+        p.want,
+        p.pod.uid,
+      );
       this.o.metrics?.podAnnotationPatched("ok");
       this.log.debug({ pod: id, annotations: p.want }, "pod annotated");
     } catch (err) {
       const status = err instanceof KubeApiError ? err.status : undefined;
-      if (status === 404) {
+      if (status === 404 || isUidMismatch(err)) {
         this.o.metrics?.podAnnotationPatched("gone");
-        this.log.debug({ pod: id }, "pod gone; annotation dropped");
+        this.log.debug(
+          { pod: id, uid: p.pod.uid, err: (err as Error).message },
+          "pod gone or replaced; annotation dropped",
+        );
         return;
       }
       p.attempt++;
@@ -198,6 +225,7 @@ export class PodAnnotationQueue {
     const newer = this.inFlight.get(id);
     if (newer) {
       for (const [k, v] of Object.entries(newer.want)) p.want[k] = v;
+      p.pod = newer.pod;
       this.inFlight.set(id, undefined);
     }
     const server = err instanceof KubeApiError ? err.retryAfterMs : undefined;
