@@ -158,7 +158,7 @@ export class ChainExecutor {
         ? { ...att, capabilityArgs: cached.capabilityArgs }
         : att;
     for (let i = list.plugins.length - 1; i >= 0; i--) {
-      await this.invoke(list, i, "DEL", delAtt, prev);
+      await this.invoke(list, i, "DEL", delAtt, prev, cached?.result);
     }
     await this.cache.remove(networkName, att.containerId, att.ifName);
   }
@@ -298,6 +298,7 @@ export class ChainExecutor {
     command: "ADD" | "DEL" | "CHECK",
     att: AttachmentArgs,
     prevResult: AnyResult | undefined,
+    cachedResult?: unknown,
   ): Promise<unknown> {
     const plugin = list.plugins[index]!;
     const config = JSON.parse(
@@ -318,6 +319,7 @@ export class ChainExecutor {
         ifName: att.ifName,
         cniArgs: formatCniArgs(att.cniArgs),
         config,
+        ...(cachedResult !== undefined ? { cachedResult } : {}),
       });
     } catch (err) {
       const e = CniError.from(err);

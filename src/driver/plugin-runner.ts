@@ -16,6 +16,13 @@ export interface PluginInvocation {
   cniArgs?: string;
   /** The plugin's stdin object: its own config with name, cniVersion, prevResult and runtimeConfig. */
   config: Record<string, unknown>;
+  /**
+   * DEL only, for built-in plugins: the attachment's cached result as the cache
+   * holds it, whatever the network's version. libcni hands plugins no
+   * prevResult below 0.4.0, but a built-in plugin still needs to know what it
+   * made (the midonet plugin: its host end's MAC). Exec'd plugins never see it.
+   */
+  cachedResult?: unknown;
 }
 
 /** Runs a plugin; resolves to its parsed stdout (undefined when it printed nothing). */

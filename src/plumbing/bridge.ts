@@ -1,6 +1,7 @@
 /** The per-node Linux bridge of the kernel datapath: it holds the gateway addresses and the host veths. */
 import { netlinkPlumbing } from "./backend.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
+import { bridgeMac } from "./mac.js";
 import { showLink } from "./pod-interface.js";
 
 /**
@@ -16,7 +17,8 @@ export async function ensureBridge(
   if (nl) return nl.ensureBridge(name, gatewayCidrs, mtu);
   const link = await showLink(name);
   const cmds: string[] = [];
-  if (!link) cmds.push(`link add ${name}${mtu ? ` mtu ${mtu}` : ""} type bridge`);
+  if (!link)
+    cmds.push(`link add ${name}${mtu ? ` mtu ${mtu}` : ""} address ${bridgeMac(name)} type bridge`);
   else if (link.linkinfo?.info_kind && link.linkinfo.info_kind !== "bridge") {
     throw new IpCommandError(
       `link show ${name}`,
@@ -24,7 +26,8 @@ export async function ensureBridge(
       undefined,
     );
   }
-  for (const cidr of gatewayCidrs) cmds.push(`addr replace ${cidr} dev ${name}`);
+  for (const cidr of gatewayCidrs)
+    cmds.push(`addr replace ${cidr} dev ${name}${cidr.includes(":") ? " nodad" : ""}`);
   cmds.push(`link set ${name} up`);
   try {
     await ipBatch(cmds);

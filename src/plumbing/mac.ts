@@ -2,7 +2,7 @@
  * MAC addresses in the form CNI results and Kubernetes annotations use:
  * lowercase, colon-separated. Pure (no I/O), so the MidoNet mapping shares it.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
 const MAC =
   /^([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})$/i;
@@ -14,19 +14,36 @@ export function normalizeMac(text: string): string | undefined {
 }
 
 /**
- * Whether a host link may still be the pod's host end the cache recorded: when
- * both MACs are known they must match, as a newer sandbox of the same pod may
- * own the name by now; when either is unknown, the name alone decides.
+ * Whether a host link is the pod's host end the cache recorded, and so may be
+ * deleted by name: only when both MACs are known and match. A newer sandbox of
+ * the same pod may own the name by now, and without the recorded MAC nothing
+ * tells its link from ours; ours, if it is still there, is the peer of a netns
+ * that is going, and goes with it.
  */
 export function hostMacStillMatches(
   recorded: string | undefined,
   current: string | undefined,
 ): boolean {
-  return !recorded || !current || recorded.toLowerCase() === current.toLowerCase();
+  return !!recorded && !!current && recorded.toLowerCase() === current.toLowerCase();
 }
 
 export function formatMac(bytes: Uint8Array): string {
   return Array.from(bytes, (x) => x.toString(16).padStart(2, "0")).join(":");
+}
+
+/**
+ * The MAC a bridge is created with. A Linux bridge made without one borrows the
+ * lowest MAC among its ports and changes it as ports come and go: the pods,
+ * whose neighbour caches hold the gateway's old MAC, then lose the gateway for
+ * the ~50 s until they look it up again. Pinned at creation, derived from the
+ * name, so a bridge made again (after a reboot) keeps the MAC pods knew. A
+ * kernel-datapath bridge is routed, never on an L2 segment with another node's,
+ * so the same name on two nodes giving the same MAC meets nothing.
+ */
+export function bridgeMac(name: string): string {
+  const b = createHash("sha1").update(`cni-driver bridge ${name}`).digest().subarray(0, 6);
+  b[0] = ((b[0] as number) & 0xfe) | 0x02;
+  return formatMac(b);
 }
 
 /** A random locally administered unicast MAC. */

@@ -80,6 +80,7 @@ export async function createVethPair(spec: VethSpec, host: HostAttachment): Prom
       netns: spec.netns,
       ifName: spec.ifName,
       hostIfName: spec.hostIfName,
+      hostMac: spec.hostMac,
     });
     throw err;
   }
@@ -129,7 +130,10 @@ export async function configureContainerSide(spec: ContainerSideSpec): Promise<v
   if (nl) return nl.configureContainerSide(spec);
   await ipBatch(
     [
-      ...spec.addresses.map((a) => `addr add ${a.cidr} dev ${spec.ifName}`),
+      // nodad for IPv6, as the netlink path: no 2 s of a tentative address after ADD answered.
+      ...spec.addresses.map(
+        (a) => `addr add ${a.cidr} dev ${spec.ifName}${a.cidr.includes(":") ? " nodad" : ""}`,
+      ),
       `link set ${spec.ifName} up`,
       "link set lo up",
       ...spec.routes.map(
@@ -144,7 +148,11 @@ export interface PodInterfaceRef {
   netns?: string;
   ifName: string;
   hostIfName: string;
-  /** When known, the host end is only deleted if it still has this MAC: a newer sandbox of the same pod may own the name by now. */
+  /**
+   * The host end's MAC as ADD made it. The host end is deleted by name only when
+   * it still has this MAC: a newer sandbox of the same pod may own the name by
+   * now. Without it the host end is left (see hostMacStillMatches).
+   */
   hostMac?: string;
 }
 

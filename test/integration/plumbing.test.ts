@@ -6,6 +6,7 @@ import { expect } from "chai";
 import { type PlumbingBackendName, selectPlumbingBackend } from "../../src/plumbing/backend.js";
 import { ensureBridge, listBridgePorts } from "../../src/plumbing/bridge.js";
 import { IpCommandError } from "../../src/plumbing/ip-batch.js";
+import { bridgeMac } from "../../src/plumbing/mac.js";
 import { netlinkRequest, netlinkStats, netlinkSweep } from "../../src/plumbing/netlink/index.js";
 import { decodeLink, encodeGetLink, readExchange } from "../../src/plumbing/netlink/rtnetlink.js";
 import { netnsName } from "../../src/plumbing/netns.js";
@@ -80,7 +81,14 @@ for (const backend of ["netlink", "iproute2"] as const)
         spawnSync("umount", [bindPath()], { stdio: "ignore" });
         rmSync(tmp, { recursive: true, force: true });
       }
-      for (const l of [`mph${tag}1`, `mph${tag}2`, `mph${tag}3`, bridge])
+      for (const l of [
+        `mph${tag}1`,
+        `mph${tag}2`,
+        `mph${tag}3`,
+        `mph${tag}6`,
+        bridge,
+        `${bridge}m`,
+      ])
         spawnSync("ip", ["link", "del", l], { stdio: "ignore" });
       deleteNetns(ns);
     });
@@ -195,6 +203,75 @@ for (const backend of ["netlink", "iproute2"] as const)
       ).to.equal(true);
       expect(await showLink(s.hostIfName)).to.equal(undefined);
       await deleteHostLink(s.hostIfName);
+    });
+
+    it("DEL with a vanished netns and no recorded MAC leaves the host end: it may be a newer sandbox's", async () => {
+      const s = spec(`/run/netns/${ns}`, 6);
+      await createVethPair(s, {});
+      try {
+        expect(
+          await deletePodInterface({
+            netns: "/run/netns/gone-for-good",
+            ifName: s.ifName,
+            hostIfName: s.hostIfName,
+          }),
+        ).to.equal(false);
+        expect((await showLink(s.hostIfName))?.address).to.equal(s.hostMac);
+        expect(await inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
+      } finally {
+        await deleteHostLink(s.hostIfName);
+      }
+    });
+
+    it("DEL with a netns path left as an empty file (unmounted, not unlinked) takes it for gone", async () => {
+      const s = spec(`/run/netns/${ns}`, 6);
+      await createVethPair(s, {});
+      const unmounted = join(tmp, "unmounted-netns");
+      writeFileSync(unmounted, "");
+      expect(
+        await deletePodInterface({
+          netns: unmounted,
+          ifName: s.ifName,
+          hostIfName: s.hostIfName,
+          hostMac: s.hostMac,
+        }),
+      ).to.equal(true);
+      expect(await showLink(s.hostIfName)).to.equal(undefined);
+    });
+
+    it("creates a bridge with a MAC of its own, which a port with a lower MAC does not change", async () => {
+      const br = `${bridge}m`;
+      await ensureBridge(br, ["10.244.234.1/24"], 1500);
+      expect((await showLink(br))?.address).to.equal(bridgeMac(br));
+      const s = { ...spec(`/run/netns/${ns}`, 6), hostMac: "02:00:00:00:00:00" };
+      await createVethPair(s, { bridge: br });
+      try {
+        expect(await listBridgePorts(br)).to.deep.equal([s.hostIfName]);
+        expect((await showLink(br))?.address).to.equal(bridgeMac(br));
+      } finally {
+        await deleteHostLink(s.hostIfName);
+        await deleteHostLink(br);
+      }
+    });
+
+    it("adds an IPv6 address without duplicate address detection: usable when ADD answers", async () => {
+      const s = spec(`/run/netns/${ns}`, 6);
+      await createVethPair(s, {});
+      try {
+        await configureContainerSide({
+          netns: s.netns,
+          ifName: s.ifName,
+          addresses: [{ cidr: "fd98:6::6/64" }],
+          routes: [],
+        });
+        const shown = spawnSync("ip", ["-n", ns, "-6", "addr", "show", "dev", s.ifName], {
+          encoding: "utf8",
+        }).stdout;
+        const line = shown.split("\n").find((l) => l.includes("fd98:6::6/64")) ?? "";
+        expect(line, shown).to.contain("nodad").and.not.contain("tentative");
+      } finally {
+        await deleteHostLink(s.hostIfName);
+      }
     });
 
     it("replaces a host end left by another sandbox of the pod, but never takes a name the pod's own netns holds", async () => {

@@ -325,7 +325,8 @@ async function del(
   delegate: RunPlugin,
 ): Promise<void> {
   const ifName = inv.ifName ?? "";
-  const prev = prevResultOf(inv);
+  // Below 0.4.0 there is no prevResult: the cached result tells the host end's MAC all the same.
+  const prev = prevResultOf(inv) ?? cachedResultOf(inv);
   // The host end as ADD named it (prevResult lists it without a sandbox); the name
   // is derived again only without one, since a DEL may carry other CNI_ARGS than ADD.
   const cachedHost = prev?.interfaces?.find(
@@ -423,6 +424,16 @@ function prevResultOf(inv: PluginInvocation): Result100 | undefined {
   const prev = inv.config.prevResult;
   if (prev === undefined || prev === null) return undefined;
   return toResult100(parseResult(prev));
+}
+
+/** The cached result the executor hands built-in plugins on DEL; undefined when absent or unreadable. */
+function cachedResultOf(inv: PluginInvocation): Result100 | undefined {
+  if (inv.cachedResult === undefined || inv.cachedResult === null) return undefined;
+  try {
+    return toResult100(parseResult(inv.cachedResult));
+  } catch {
+    return undefined;
+  }
 }
 
 function required(inv: PluginInvocation): { containerId: string; netns: string; ifName: string } {

@@ -6,8 +6,9 @@
  * deletions, which the kernel answers slowly, go to a native thread each, so
  * that other pods' requests are not held up behind them.
  */
-import { statSync } from "node:fs";
-import { hostMacStillMatches } from "../mac.js";
+
+import { bridgeMac, hostMacStillMatches } from "../mac.js";
+import { netnsExistsSync } from "../netns.js";
 import type {
   AddrInfo,
   ContainerSideSpec,
@@ -271,7 +272,7 @@ export class NetlinkOps {
 
   /** See pod-interface.ts deletePodInterface: the container end through the netns, else the host end (MAC permitting). */
   async deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
-    if (ref.netns && netnsPathExists(ref.netns)) {
+    if (ref.netns && netnsExistsSync(ref.netns)) {
       try {
         // Looked up first: a link already gone must not pass for one deleted now.
         if (!this.findLink(ref.netns, { name: ref.ifName })) {
@@ -363,8 +364,11 @@ export class NetlinkOps {
     const existing = this.findLink(undefined, { name });
     if (!existing) {
       try {
-        this.exchange(undefined, `link add ${name}${mtu ? ` mtu ${mtu}` : ""} type bridge`, (s) =>
-          encodeNewBridge(s, { name, ...(mtu ? { mtu } : {}) }),
+        const address = bridgeMac(name);
+        this.exchange(
+          undefined,
+          `link add ${name}${mtu ? ` mtu ${mtu}` : ""} address ${address} type bridge`,
+          (s) => encodeNewBridge(s, { name, address, ...(mtu ? { mtu } : {}) }),
         );
       } catch (err) {
         // Two networks ensuring the same bridge at once: the loser sees EEXIST.
@@ -406,15 +410,6 @@ export class NetlinkOps {
       if (l.master === bridge.index && l.ifname) names.push(l.ifname);
     }
     return names;
-  }
-}
-
-function netnsPathExists(path: string): boolean {
-  try {
-    statSync(path);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -227,7 +227,10 @@ export function encodeNewVeth(seq: number, spec: NewVethSpec): Buffer {
 }
 
 /** RTM_NEWLINK type bridge, create-exclusive, down. */
-export function encodeNewBridge(seq: number, spec: { name: string; mtu?: number }): Buffer {
+export function encodeNewBridge(
+  seq: number,
+  spec: { name: string; mtu?: number; address?: string },
+): Buffer {
   return nlmsg(RTM_NEWLINK, CREATE_EXCL, seq, [
     ifinfomsg(),
     ...linkAttrs(spec),
