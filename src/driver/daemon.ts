@@ -357,7 +357,9 @@ export async function startDriver(
         : [`no valid network configuration: ${config.lastError()?.message ?? "not loaded yet"}`],
     () => (recovered ? [] : ["start-up recovery in progress"]),
   ];
-  if (kube) readinessChecks.push(() => kube.notReadyReasons());
+  // The Node's pod CIDR matters only to a config that could not load without it: one
+  // that loaded (with it, or with subnets of its own) serves ADD whatever the API does.
+  if (kube) readinessChecks.push(() => (config.current() ? [] : kube.notReadyReasons()));
   readinessChecks.push(() => nodeLink.notReadyReasons(config.current()));
   const notReadyReasons = (): string[] => readinessChecks.flatMap((check) => check());
 

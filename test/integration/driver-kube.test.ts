@@ -704,6 +704,29 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
     expect(h.cacheFiles().filter((f) => f.includes(h.containerId(10)))).to.deep.equal([]);
     deleteNetns(h.netnsName(10));
   });
+
+  it("restarted while the API is down: after 5 s it takes up the pod CIDRs the last run kept, and serves ADD", async () => {
+    expect(await h.stop()).to.equal(0);
+    await env.gate.down();
+    try {
+      const t0 = performance.now();
+      await h.start({ waitReady: false });
+      const early = await h.client.cniStatus();
+      expect(early.ready, "before the grace").to.equal(false);
+      await h.waitReady(15_000);
+      const ms = performance.now() - t0;
+      expect(ms, "ms until ready").to.be.within(4000, 15_000);
+      expect(h.logs).to.contain("using the ones kept from the last run");
+      createNetns(h.netnsName(11));
+      const res = await h.client.setUpPod(h.podRequest(11));
+      expectNoCniError(res);
+      expect(res.result?.ips[0]?.address.startsWith(h.subnet.replace(/0\/24$/, ""))).to.equal(true);
+      expectNoCniError(await h.client.tearDownPod(h.podRequest(11)));
+    } finally {
+      await env.gate.open();
+      deleteNetns(h.netnsName(11));
+    }
+  });
 });
 
 describe("cni-driver serve with --configmap: edits through the API (integration)", function () {

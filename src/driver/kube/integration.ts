@@ -170,6 +170,7 @@ export class KubeIntegration {
         nodeName: settings.nodeName,
         apply: deps.setPodCidrs,
         logger: deps.logger,
+        stateDir: settings.stateDir,
       });
     }
     this.mirror = settings.configMap

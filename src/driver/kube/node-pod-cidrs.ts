@@ -6,7 +6,13 @@
  * in its readiness ("node <name> has no pod CIDR yet").
  *
  * `--pod-cidr` wins when given: the Node is then not watched at all.
+ *
+ * The CIDRs learned are kept under the state dir: a driver restarted while the
+ * API is away takes them up after a grace period (the Node, when the API
+ * answers, still wins), instead of refusing every pod until the API is back.
  */
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type pino from "pino";
 import type { PodCidrs } from "../pod-cidr.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "./api.js";
@@ -35,6 +41,37 @@ export interface NodePodCidrsOptions {
   /** Called with each new set of CIDRs (the ConfigSource's setPodCidrs). */
   apply: (c: PodCidrs) => Promise<void>;
   logger: pino.Logger;
+  /** Where the CIDRs learned are kept across restarts (`<stateDir>/node-pod-cidrs.json`); none without. */
+  stateDir?: string;
+  /** How long a start waits for the Node before taking up the kept CIDRs (default 5 s). */
+  rememberedGraceMs?: number;
+}
+
+const REMEMBERED_FILE = "node-pod-cidrs.json";
+
+/** The CIDRs a previous run learned for this node; {} when none (or another node's). */
+function readRemembered(stateDir: string, nodeName: string): PodCidrs {
+  try {
+    const v = JSON.parse(readFileSync(join(stateDir, REMEMBERED_FILE), "utf8")) as {
+      node?: unknown;
+      podCidrs?: { v4?: unknown; v6?: unknown };
+    };
+    if (v.node !== nodeName) return {};
+    const out: PodCidrs = {};
+    if (typeof v.podCidrs?.v4 === "string") out.v4 = v.podCidrs.v4;
+    if (typeof v.podCidrs?.v6 === "string") out.v6 = v.podCidrs.v6;
+    return out;
+  } catch {
+    return {};
+  }
+}
+
+function writeRemembered(stateDir: string, nodeName: string, c: PodCidrs): void {
+  const path = join(stateDir, REMEMBERED_FILE);
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify({ node: nodeName, podCidrs: c })}\n`, { mode: 0o600 });
+  renameSync(tmp, path);
 }
 
 /**
@@ -48,6 +85,7 @@ export class NodePodCidrs {
   private nodeSeen: boolean | undefined;
   private apiError: string | undefined;
   private stopped = false;
+  private rememberTimer: NodeJS.Timeout | undefined;
   private readonly log: pino.Logger;
 
   constructor(private readonly o: NodePodCidrsOptions) {
@@ -56,6 +94,7 @@ export class NodePodCidrs {
 
   /** Starts the watch once the API is connected (or records why there is none). */
   follow(api: Promise<KubeApi | undefined>): void {
+    this.takeUpRememberedLater();
     api.then(
       (a) => {
         if (this.stopped) return;
@@ -101,7 +140,33 @@ export class NodePodCidrs {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    if (this.rememberTimer) clearTimeout(this.rememberTimer);
     await this.watch?.stop();
+  }
+
+  /** After the grace, with no CIDR from the Node yet: the ones a previous run learned. */
+  private takeUpRememberedLater(): void {
+    if (!this.o.stateDir) return;
+    const remembered = readRemembered(this.o.stateDir, this.o.nodeName);
+    if (!hasAny(remembered)) return;
+    this.rememberTimer = setTimeout(() => {
+      this.rememberTimer = undefined;
+      if (this.stopped || hasAny(this.cidrs)) return;
+      this.cidrs = remembered;
+      this.log.warn(
+        { podCidrs: remembered, why: this.notReadyReasonWithout() },
+        "no pod CIDR from the Node yet: using the ones kept from the last run",
+      );
+      this.o
+        .apply(remembered)
+        .catch((err) => this.log.error({ err: String(err) }, "applying the kept pod CIDRs failed"));
+    }, this.o.rememberedGraceMs ?? 5000);
+    this.rememberTimer.unref();
+  }
+
+  /** Why there is no CIDR from the Node, for the log. */
+  private notReadyReasonWithout(): string {
+    return this.apiError ?? (this.nodeSeen === false ? "the Node does not exist" : "no answer");
   }
 
   private onNode(node: KubeObjectView | undefined): void {
@@ -111,7 +176,17 @@ export class NodePodCidrs {
       return;
     }
     const next = podCidrsOfNode(node);
-    if (!hasAny(next) || sameCidrs(next, this.cidrs)) return;
+    if (!hasAny(next)) return;
+    if (this.rememberTimer) clearTimeout(this.rememberTimer);
+    this.rememberTimer = undefined;
+    if (this.o.stateDir) {
+      try {
+        writeRemembered(this.o.stateDir, this.o.nodeName, next);
+      } catch (err) {
+        this.log.warn({ err: String(err) }, "keeping the pod CIDRs for the next start failed");
+      }
+    }
+    if (sameCidrs(next, this.cidrs)) return;
     this.cidrs = next;
     this.log.info({ podCidrs: next }, "pod CIDRs from the Node");
     this.o
