@@ -32,6 +32,7 @@ import {
   type NodeRoute,
   removeNodeLink,
 } from "../plumbing/node-link.js";
+import { showLink } from "../plumbing/pod-interface.js";
 import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import type { KubeApi } from "./kube/api.js";
 import { type BackoffPolicy, backoffDelay } from "./kube/backoff.js";
@@ -161,6 +162,8 @@ export interface NodeConnectivityOptions {
   /** The plumbing, replaceable in tests. */
   ensure?: (spec: NodeLinkSpec, changes?: string[]) => Promise<string>;
   remove?: (nodeIf: string, peerIf: string) => Promise<boolean>;
+  /** The MAC of a host link, undefined when there is none (a link an earlier process left). */
+  linkMac?: (name: string) => Promise<string | undefined>;
   enableForwarding?: () => Promise<boolean>;
 }
 
@@ -183,6 +186,8 @@ export class NodeConnectivity {
   /** The plan last applied successfully. */
   private applied: NodeLinkPlan | undefined;
   private closed = false;
+  /** Whether this process looked for a node link an earlier one left. */
+  private lookedForLeftLink = false;
   private readonly annotation: NodeMacAnnotation;
 
   constructor(private readonly o: NodeConnectivityOptions) {
@@ -295,9 +300,23 @@ export class NodeConnectivity {
     if (!plan) {
       this.lastError = undefined;
       this.o.metrics?.nodeLinkApplied("none");
-      const previous = this.applied;
-      const mac = this.mac;
+      let previous: Pick<NodeLinkPlan, "nodeIf" | "peerIf"> | undefined = this.applied;
+      let mac = this.mac;
       this.applied = undefined;
+      // Once per process: the link an earlier driver set up (the datapath
+      // switched across a restart) is ours to remove as well.
+      if (!previous && !this.lookedForLeftLink) {
+        this.lookedForLeftLink = true;
+        const left = await (this.o.linkMac ?? hostLinkMac)(NODE_INTERFACE).catch(() => undefined);
+        if (left !== undefined) {
+          previous = { nodeIf: NODE_INTERFACE, peerIf: NODE_PEER_INTERFACE };
+          mac = left;
+          this.log.warn(
+            { nodeIf: NODE_INTERFACE },
+            "removing the node link an earlier process left: no network uses the midonet datapath",
+          );
+        }
+      }
       // No network uses the MidoNet datapath any more: the link it needed goes
       // too, and the Node's annotation naming its MAC with it.
       if (previous && (await this.removeLink(previous))) {
@@ -348,7 +367,10 @@ export class NodeConnectivity {
   }
 
   /** Removes `plan`'s pair, sparing a name `keep` uses; answers whether it is gone. */
-  private async removeLink(plan: NodeLinkPlan, keep?: NodeLinkPlan): Promise<boolean> {
+  private async removeLink(
+    plan: Pick<NodeLinkPlan, "nodeIf" | "peerIf">,
+    keep?: NodeLinkPlan,
+  ): Promise<boolean> {
     const remove = this.o.remove ?? removeNodeLink;
     const inUse = (n: string) => n === keep?.nodeIf || n === keep?.peerIf;
     try {
@@ -381,4 +403,9 @@ export class NodeConnectivity {
     }, delay);
     this.timer.unref();
   }
+}
+
+/** A host link's MAC; undefined when there is no such link. */
+async function hostLinkMac(name: string): Promise<string | undefined> {
+  return (await showLink(name))?.address;
 }

@@ -251,6 +251,45 @@ describe("node connectivity: retries, readiness, the Node annotation", () => {
     nc.stop();
   });
 
+  it("removes the node link an earlier process left, and the Node annotation naming its MAC, once", async () => {
+    const removed: string[] = [];
+    const patches: Record<string, string | null>[] = [];
+    const api = {
+      readNodeAnnotations: async () => ({ [MAC_ADDRESS_ANNOTATION]: "aa:bb:cc:dd:ee:09" }),
+      patchNodeAnnotations: async (_n: string, a: Record<string, string | null>) => {
+        patches.push(a);
+      },
+    } as unknown as KubeApi;
+    let looked = 0;
+    const nc = new NodeConnectivity({
+      logger: silent,
+      api: Promise.resolve(api),
+      nodeName: "node-1",
+      ensure: async () => "aa:bb:cc:dd:ee:01",
+      remove: async (n, p) => {
+        removed.push(`${n} ${p}`);
+        return true;
+      },
+      linkMac: async (name) => {
+        looked++;
+        return name === "midokube-node" ? "aa:bb:cc:dd:ee:09" : undefined;
+      },
+      enableForwarding: async () => false,
+    });
+    try {
+      nc.apply(kernel);
+      await until(() => patches.length > 0, "the annotation's removal");
+      expect(removed).to.deep.equal(["midokube-node midokube-mido"]);
+      expect(patches).to.deep.equal([{ [MAC_ADDRESS_ANNOTATION]: null }]);
+      nc.apply(kernel);
+      await sleep(100);
+      expect(looked, "looked once per process").to.equal(1);
+      expect(removed).to.have.length(1);
+    } finally {
+      nc.stop();
+    }
+  });
+
   it("renaming the node end removes the old pair, sparing a peer name the new one reuses", async () => {
     const named = (n: string, p: string) =>
       load({
