@@ -64,6 +64,16 @@ export async function ipBatch(
   opts: IpBatchOptions = {},
 ): Promise<string[]> {
   if (commands.length === 0) return [];
+  // In batch mode `#` starts a comment (quotes do not help) and a line break ends
+  // a command: an interface name carrying either would silently become another
+  // command. The netlink backend takes any name the kernel does.
+  const unsafe = commands.find((c) => /[#\n\r]/.test(c));
+  if (unsafe !== undefined)
+    throw new IpCommandError(
+      unsafe.split("\n")[0] as string,
+      "iproute2's batch mode cannot carry a '#' or a line break in a name (the netlink backend can)",
+      opts.netns,
+    );
   const ipArgs = [
     ...(opts.json ? ["-j"] : []),
     ...(opts.details ? ["-d"] : []),

@@ -61,7 +61,7 @@ export async function createVethPair(spec: VethSpec, host: HostAttachment): Prom
   const master = host.bridge ? ` master ${host.bridge}` : "";
   if (ref !== undefined) {
     await ipBatch([
-      `link add ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac}${master} up type veth peer name ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} netns ${ref}`,
+      `link add name ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac}${master} up type veth peer name ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} netns ${ref}`,
     ]);
     return;
   }
@@ -69,12 +69,12 @@ export async function createVethPair(spec: VethSpec, host: HostAttachment): Prom
   // our pid, which nsenter leaves in place); then attached from the host.
   await ipBatch(
     [
-      `link add ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} type veth peer name ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac} netns ${process.pid}`,
+      `link add name ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} type veth peer name ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac} netns ${process.pid}`,
     ],
     { netns: spec.netns },
   );
   try {
-    await ipBatch([`link set ${spec.hostIfName}${master} up`]);
+    await ipBatch([`link set dev ${spec.hostIfName}${master} up`]);
   } catch (err) {
     await deletePodInterface({
       netns: spec.netns,
@@ -134,7 +134,7 @@ export async function configureContainerSide(spec: ContainerSideSpec): Promise<v
       ...spec.addresses.map(
         (a) => `addr add ${a.cidr} dev ${spec.ifName}${a.cidr.includes(":") ? " nodad" : ""}`,
       ),
-      `link set ${spec.ifName} up`,
+      `link set dev ${spec.ifName} up`,
       "link set lo up",
       ...spec.routes.map(
         (r) => `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${spec.ifName}`,
@@ -168,7 +168,7 @@ export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean>
   if (nl) return nl.deletePodInterface(ref);
   if (await netnsExists(ref.netns)) {
     try {
-      await ipBatch([`link del ${ref.ifName}`], { netns: ref.netns });
+      await ipBatch([`link del dev ${ref.ifName}`], { netns: ref.netns });
       return true;
     } catch (err) {
       if (!(err instanceof IpCommandError) || !err.notFound) throw err;
@@ -178,7 +178,7 @@ export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean>
   if (!hostLink) return false;
   if (!hostMacStillMatches(ref.hostMac, hostLink.address)) return false;
   try {
-    await ipBatch([`link del ${ref.hostIfName}`]);
+    await ipBatch([`link del dev ${ref.hostIfName}`]);
     return true;
   } catch (err) {
     if (err instanceof IpCommandError && err.notFound) return false;
@@ -191,7 +191,7 @@ export async function deleteHostLink(name: string): Promise<void> {
   const nl = await netlinkPlumbing();
   if (nl) return nl.deleteHostLink(name);
   try {
-    await ipBatch([`link del ${name}`]);
+    await ipBatch([`link del dev ${name}`]);
   } catch (err) {
     if (!(err instanceof IpCommandError && err.notFound)) throw err;
   }

@@ -306,6 +306,42 @@ for (const backend of ["netlink", "iproute2"] as const)
       }
     });
 
+    it("takes an interface name iproute2 reads as a keyword (up), and says plainly what batch mode cannot carry (#)", async () => {
+      const keyword = { ...spec(`/run/netns/${ns}`, 6), ifName: "up" };
+      await createVethPair(keyword, {});
+      await configureContainerSide({
+        netns: keyword.netns,
+        ifName: "up",
+        addresses: [{ cidr: "10.244.235.6/24" }],
+        routes: [],
+      });
+      expect((await inspectPodInterface(keyword.netns, "up", false))?.link.address).to.equal(
+        keyword.containerMac,
+      );
+      expect(
+        await deletePodInterface({
+          netns: keyword.netns,
+          ifName: "up",
+          hostIfName: keyword.hostIfName,
+          hostMac: keyword.hostMac,
+        }),
+      ).to.equal(true);
+      expect(await showLink(keyword.hostIfName)).to.equal(undefined);
+
+      const hash = { ...spec(`/run/netns/${ns}`, 6), ifName: "net#1" };
+      const made = await createVethPair(hash, {}).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      if (backend === "netlink") {
+        expect(made).to.equal(undefined);
+        await deleteHostLink(hash.hostIfName);
+      } else {
+        expect(made?.message).to.contain("cannot carry a '#'");
+        expect(await showLink(hash.hostIfName)).to.equal(undefined);
+      }
+    });
+
     it("a failing pod-side step names the command and the netns", async () => {
       try {
         await configureContainerSide({
