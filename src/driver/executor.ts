@@ -52,8 +52,35 @@ export class ChainExecutor {
     private readonly log?: ExecutorLogger,
   ) {}
 
-  /** ADD: plugins in order, each given the previous result; the cache is written only on success. */
+  /**
+   * ADD: plugins in order, each given the previous result; the cache is written
+   * only on success. An attachment already set up (its cache entry is there) is
+   * answered from the cache: the runtime is asking again, e.g. the shim retrying
+   * after the driver died between writing the cache and answering. Running the
+   * chain again would fail (host-local: "duplicate allocation") and the undo of
+   * that failure would tear the live attachment down. The same container id and
+   * interface in another netns is refused: DEL comes first.
+   */
   async add(list: NetworkConfigList, att: AttachmentArgs): Promise<AnyResult> {
+    const existing = await this.cache.read(list.name, att.containerId, att.ifName, {
+      discardUnusable: false,
+    });
+    if (existing?.result !== undefined) {
+      if (existing.netns && existing.netns !== att.netns) {
+        throw new CniError(
+          ErrorCode.Internal,
+          `container ${att.containerId} interface ${att.ifName} is already set up on network ${list.name} in netns ${existing.netns}; DEL it before setting it up in ${att.netns}`,
+        );
+      }
+      const cached = this.cachedResultIn(existing.result, list, att, false);
+      if (cached) {
+        this.log?.warn(
+          { network: list.name, containerId: att.containerId, ifName: att.ifName },
+          "ADD of an attachment already set up: answered from its cache entry",
+        );
+        return cached;
+      }
+    }
     let result: AnyResult | undefined;
     let ran = 0;
     try {

@@ -187,6 +187,30 @@ describe("cni-driver serve: pods on a bridge (integration)", function () {
     }
   });
 
+  it("answers a repeated ADD of an attachment that is up from the cache, leaving it whole; in another netns refuses it", async () => {
+    const first = await pods.add(24);
+    const again = await Promise.all([1, 2, 3].map(() => h.client.setUpPod(h.podRequest(24))));
+    for (const r of again) {
+      expectNoCniError(r);
+      expect(r.result?.ips[0]?.address).to.equal(first.result?.ips[0]?.address);
+    }
+    expect(h.leases()).to.deep.equal([podIp(first)]);
+    expect(linkIn(h.netnsName(24), "eth0")?.ipv4).to.deep.equal([first.result?.ips[0]?.address]);
+    expectNoCniError(await h.client.checkPod(h.podRequest(24)));
+
+    createNetns(h.netnsName("24b"));
+    try {
+      const elsewhere = await h.client.setUpPod(h.podRequest(24, { netns: h.netnsPath("24b") }));
+      expect(elsewhere.error?.msg).to.contain(
+        `is already set up on network ${h.network} in netns ${h.netnsPath(24)}`,
+      );
+      expect(linkIn(h.netnsName("24b"), "eth0")).to.equal(undefined);
+      expectNoCniError(await h.client.checkPod(h.podRequest(24)));
+    } finally {
+      deleteNetns(h.netnsName("24b"));
+    }
+  });
+
   it("succeeds on a second DEL of the same pod", async () => {
     await pods.add(5);
     const lease = h.leases();
