@@ -456,6 +456,9 @@ export class Reconciler {
             : { object: { ...asObject(want), body } as MidonetObject, certain: true };
         if (held) this.held.set(task.key, held);
         else this.held.delete(task.key);
+        // A rule made after all (its answer lost): the chain's order read meanwhile lacks it.
+        const wanted = asObject(want);
+        if (held && wanted.kind === "Rule") this.chainOrder.delete(wanted.parentId);
       } catch (err) {
         this.failed(task, "create", want.kind, err);
         return false;
@@ -523,7 +526,13 @@ export class Reconciler {
         this.held.set(task.key, { object: asObject(want), certain: false });
       }
       if (status === 404) this.doubtDependencies(want);
-      if (status === 400 && object.kind === "Rule") this.chainOrder.delete(object.parentId);
+      // A rule refused (400) or perhaps made where we asked (no answer): the chain's
+      // order we hold may be wrong either way, and every later insert's position with it.
+      if (
+        object.kind === "Rule" &&
+        (status === 400 || (err instanceof MidonetApiError && err.retryable))
+      )
+        this.chainOrder.delete(object.parentId);
       this.failed(task, "create", want.kind, err);
       return false;
     }

@@ -5,6 +5,8 @@
  * once), and a leader cut off from the API server stepping down before its
  * lease can expire for the others.
  */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { CoordinationV1Api, KubeConfig, type V1Lease, V1MicroTime } from "@kubernetes/client-node";
 import { expect } from "chai";
 import { LeaderElector } from "../../src/midonet/controller/leader.js";
@@ -171,5 +173,129 @@ describe("midonet controller leader election (Lease)", function () {
           onStoppedLeading: () => {},
         }),
     ).to.throw(/shorter than the lease duration/);
+  });
+});
+
+describe("midonet controller leader election through an API that withholds or delays answers", function () {
+  this.timeout(20_000);
+  let kube: FakeKubeApiServer;
+  let proxy: http.Server;
+  /** "hold": requests are never answered; a number: answers come that many ms late. */
+  let mode: "pass" | "hold" | number = "pass";
+  const held: http.ServerResponse[] = [];
+  const electors: LeaderElector[] = [];
+
+  beforeEach(async () => {
+    mode = "pass";
+    kube = await startFakeKubeApiServer();
+    const target = new URL(kube.url);
+    proxy = http.createServer((req, res) => {
+      if (mode === "hold") {
+        held.push(res);
+        return;
+      }
+      const delay = typeof mode === "number" ? mode : 0;
+      const up = http.request(
+        {
+          host: target.hostname,
+          port: target.port,
+          path: req.url,
+          method: req.method,
+          headers: req.headers,
+        },
+        (r) => {
+          const chunks: Buffer[] = [];
+          r.on("data", (c: Buffer) => chunks.push(c));
+          r.on("end", () =>
+            setTimeout(() => {
+              res.writeHead(r.statusCode ?? 502, r.headers);
+              res.end(Buffer.concat(chunks));
+            }, delay),
+          );
+        },
+      );
+      req.pipe(up);
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", () => r()));
+  });
+
+  afterEach(async () => {
+    mode = "pass";
+    for (const r of held.splice(0)) r.destroy();
+    for (const e of electors.splice(0)) await e.stop();
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
+    await kube.close();
+  });
+
+  function candidate(
+    identity: string,
+    through: "proxy" | "direct",
+    timing: { lease: number; renew: number; deadline: number },
+    log: string[],
+  ): LeaderElector {
+    const kc = new KubeConfig();
+    const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    kc.loadFromString(
+      through === "proxy" ? kube.kubeconfig().replace(kube.url, url) : kube.kubeconfig(),
+    );
+    const e = new LeaderElector({
+      api: kc.makeApiClient(CoordinationV1Api),
+      namespace: NS,
+      name: NAME,
+      identity,
+      leaseDurationMs: timing.lease,
+      renewPeriodMs: timing.renew,
+      renewDeadlineMs: timing.deadline,
+      onStartedLeading: () => log.push(`${identity} leads`),
+      onStoppedLeading: (reason) => log.push(`${identity} stops: ${reason}`),
+    });
+    electors.push(e);
+    return e;
+  }
+
+  it("a leader whose Lease call never answers steps down by the deadline, and leads again once the API answers", async () => {
+    const log: string[] = [];
+    const a = candidate("a", "proxy", { lease: 1000, renew: 100, deadline: 600 }, log);
+    a.start();
+    await until(() => a.isLeader, "leadership");
+    mode = "hold";
+    await until(() => !a.isLeader, "stepping down", 3000);
+    mode = "pass";
+    await until(() => a.isLeader, "leading again", 5000);
+    expect(log).to.deep.equal(["a leads", "a stops: no renewal for 600 ms", "a leads"]);
+  });
+
+  it("stop() returns while a Lease call hangs (SIGTERM must not wait for the API)", async () => {
+    const a = candidate("a", "proxy", { lease: 1000, renew: 100, deadline: 600 }, []);
+    a.start();
+    await until(() => a.isLeader, "leadership");
+    mode = "hold";
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    await a.stop();
+    expect(Date.now() - t0, "ms stop() took").to.be.below(2000);
+  });
+
+  it("never two leaders when the leader's Lease answers come late (its writes land at once)", async () => {
+    const leading = new Set<string>();
+    const log: string[] = [];
+    const timing = { lease: 3000, renew: 200, deadline: 2000 };
+    const a = candidate("a", "proxy", timing, log);
+    a.start();
+    await until(() => a.isLeader, "a leads");
+    const b = candidate("b", "direct", timing, log);
+    b.start();
+    mode = 2500; // later than lease - deadline: the renewal lands, its answer too late to count
+    let overlapMs = 0;
+    const t0 = Date.now();
+    while (Date.now() - t0 < 6000) {
+      leading.clear();
+      if (a.isLeader) leading.add("a");
+      if (b.isLeader) leading.add("b");
+      if (leading.size > 1) overlapMs += 20;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(overlapMs, `ms with two leaders (${log.join("; ")})`).to.equal(0);
   });
 });

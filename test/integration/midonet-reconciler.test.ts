@@ -475,6 +475,36 @@ describe("midonet reconciler (against the API simulator)", function () {
     expect(posts.filter((c) => c.status === 409)).to.deep.equal([]);
   });
 
+  it("a rule create whose answer came too late: later rules of that chain still go before its DNAT", async () => {
+    const h = harness({ timeoutMs: 100, retries: 0 });
+    for (const n of nodes()) h.mapper.upsertNode(n);
+    for (const i of [0, 1, 2]) h.mapper.upsertPod(pod(i));
+    h.mapper.upsertService(service());
+    h.mapper.upsertEndpointSlice(slice([0]));
+    expect((await h.reconciler.resync()).ok).to.equal(true);
+    await h.settle();
+    const chain = servicePortChainId(h.mapper.config, "default", "web", "http");
+    const order = () =>
+      sim
+        .snapshot()
+        .rules.filter((r) => r.chainId === chain)
+        .sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
+        .map((r) => (r.type === "snat" ? `snat ${r.nwSrcAddress}` : r.type));
+    expect(order()).to.deep.equal([`snat ${podIp(0)}`, "dnat"]);
+
+    // The second endpoint's SNAT is made, but its answer comes after the client gave up.
+    sim.injectFault({ method: "POST", path: `/chains/${chain}/rules`, delayMs: 300, times: 1 });
+    await h.apply(h.mapper.upsertEndpointSlice(slice([0, 1])));
+    await h.apply(h.mapper.upsertEndpointSlice(slice([0, 1, 2])));
+    expect(h.reconciler.converged).to.equal(true);
+    expect(order()).to.deep.equal([
+      `snat ${podIp(0)}`,
+      `snat ${podIp(1)}`,
+      `snat ${podIp(2)}`,
+      "dnat",
+    ]);
+  });
+
   it("a mapping change that comes back to where it was before the flush makes no write", async () => {
     const h = await converged();
     h.reconciler.enqueue(h.mapper.deleteService("default", "web"));

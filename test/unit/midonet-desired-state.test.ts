@@ -313,6 +313,22 @@ describe("midonet/mapping: desired state and events", () => {
       expect(m.state.chainRules(chain).at(-1)).to.equal(newDnat);
     });
 
+    it("keeps no index entry for nodes and services whose pods and slices are all gone (churned names)", () => {
+      const m = mapCluster(cluster(), config);
+      const before = m.indexedKeys;
+      for (let i = 100; i < 400; i++) {
+        m.upsertPod(pod(i, 0));
+        m.deletePod("ns0", `pod-${i}-0`);
+        m.upsertEndpointSlice(slice(i, ["10.1.1.3"]));
+        m.deleteEndpointSlice("default", `svc${i}-a`);
+      }
+      // A pod moving away from a node empties that node's entry too.
+      m.upsertPod({ ...pod(500, 1), spec: { nodeName: "node-a" } });
+      m.upsertPod({ ...pod(500, 1), spec: { nodeName: "node-b" } });
+      m.deletePod("ns1", "pod-500-1");
+      expect(m.indexedKeys).to.deep.equal(before);
+    });
+
     it("a slice that arrives before its Service waits for it", () => {
       const m = new ClusterMapper(config);
       expect(count(m.upsertEndpointSlice(slice(5, ["10.1.1.3"])))).to.deep.equal([0, 0, 0]);

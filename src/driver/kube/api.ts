@@ -20,6 +20,7 @@
  */
 import type { ApiException, KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import type pino from "pino";
+import { callDeadline } from "../../common/kube-call-deadline.js";
 import { type BackoffPolicy, backoffDelay } from "./backoff.js";
 
 type ClientModule = typeof import("@kubernetes/client-node");
@@ -197,17 +198,7 @@ class ClientNodeApi implements KubeApi {
 
   /** Per-call options: a deadline on the request, and the patch Content-Type when patching. */
   private callOptions(mergePatch = false) {
-    const timeoutMs = this.timeoutMs;
-    const { Observable } = this.k8s;
-    const deadline = {
-      pre: (ctx: { setSignal(s: AbortSignal): void }) => {
-        ctx.setSignal(AbortSignal.timeout(timeoutMs));
-        return new Observable(Promise.resolve(ctx));
-      },
-      post: <R>(rsp: R) => new Observable(Promise.resolve(rsp)),
-    };
-    // biome-ignore lint/suspicious/noExplicitAny: client-node's middleware types are generated per request kind.
-    const base = { middleware: [deadline as any], middlewareMergeStrategy: "append" as const };
+    const base = callDeadline(this.k8s.Observable, this.timeoutMs);
     return mergePatch
       ? this.k8s.setHeaderOptions("Content-Type", this.k8s.PatchStrategy.MergePatch, base)
       : base;

@@ -14,6 +14,13 @@
  *   the Lease) ends leadership at once; other failures are retried, and if no
  *   renewal succeeded within the renew deadline (shorter than the lease
  *   duration) leadership ends too, before any other candidate may take over.
+ *   The deadline counts from when the successful attempt began, not from its
+ *   answer: others judge expiry from when the write happened, and a slow answer
+ *   must not stretch our leadership past theirs.
+ * - Every Lease call has a timeout (the lease duration less the renew deadline,
+ *   at most the deadline): client-node sets none, and one call that never
+ *   answers would hold the loop, so that the candidate never campaigned again
+ *   and stop() never returned.
  * - Ending leadership calls onStoppedLeading synchronously: the caller stops
  *   every write there. stop() releases a held Lease (holder cleared, duration
  *   1 s) so a successor need not wait out the lease.
@@ -22,10 +29,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import {
   ApiException,
   type CoordinationV1Api,
+  Observable,
   type V1Lease,
   V1MicroTime,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { callDeadline } from "../../common/kube-call-deadline.js";
 
 export interface LeaderElectionOptions {
   api: CoordinationV1Api;
@@ -115,21 +124,33 @@ export class LeaderElector {
     }
   }
 
+  /** The options of every Lease call: its deadline. */
+  private get callOptions() {
+    const ms = Math.min(
+      this.o.renewDeadlineMs,
+      Math.max(100, this.o.leaseDurationMs - this.o.renewDeadlineMs),
+    );
+    return callDeadline(Observable as never, ms);
+  }
+
   private get leaseSeconds(): number {
     return Math.max(1, Math.ceil(this.o.leaseDurationMs / 1000));
   }
 
   private async run(): Promise<void> {
     while (!this.stopped) {
-      const result = await this.tryAcquireOrRenew();
+      const began = this.now();
+      let result = await this.tryAcquireOrRenew();
       if (this.stopped) break;
       const now = this.now();
+      // Held since the write, as others see it: an answer later than the deadline is no renewal.
+      if (result === "leading" && now - began >= this.o.renewDeadlineMs) result = "error";
       if (result === "leading") {
-        this.lastRenew = now;
+        this.lastRenew = began;
         clearTimeout(this.deadline);
         this.deadline = setTimeout(
           () => this.step(`no renewal for ${this.o.renewDeadlineMs} ms`),
-          this.o.renewDeadlineMs,
+          this.o.renewDeadlineMs - (now - began),
         );
         if (!this.leading) {
           this.leading = true;
@@ -181,24 +202,27 @@ export class LeaderElector {
     const { api, namespace, name, identity } = this.o;
     let lease: V1Lease;
     try {
-      lease = await api.readNamespacedLease({ name, namespace });
+      lease = await api.readNamespacedLease({ name, namespace }, this.callOptions);
     } catch (err) {
       if (statusOf(err) !== 404) return this.failed("read", err);
       const now = new V1MicroTime();
       try {
-        const created = await api.createNamespacedLease({
-          namespace,
-          body: {
-            metadata: { name, namespace },
-            spec: {
-              holderIdentity: identity,
-              leaseDurationSeconds: this.leaseSeconds,
-              acquireTime: now,
-              renewTime: now,
-              leaseTransitions: 0,
+        const created = await api.createNamespacedLease(
+          {
+            namespace,
+            body: {
+              metadata: { name, namespace },
+              spec: {
+                holderIdentity: identity,
+                leaseDurationSeconds: this.leaseSeconds,
+                acquireTime: now,
+                renewTime: now,
+                leaseTransitions: 0,
+              },
             },
           },
-        });
+          this.callOptions,
+        );
         this.observe(created);
         return "leading";
       } catch (createErr) {
@@ -226,7 +250,7 @@ export class LeaderElector {
       },
     };
     try {
-      const updated = await api.replaceNamespacedLease({ name, namespace, body });
+      const updated = await api.replaceNamespacedLease({ name, namespace, body }, this.callOptions);
       this.observe(updated);
       if (!mine) {
         this.o.logger?.info({ lease: name, previous: holder || undefined }, "acquired the lease");
@@ -249,14 +273,17 @@ export class LeaderElector {
     if (!lease?.spec) return;
     const { holderIdentity: _, ...spec } = lease.spec;
     try {
-      const released = await this.o.api.replaceNamespacedLease({
-        name: this.o.name,
-        namespace: this.o.namespace,
-        body: {
-          ...lease,
-          spec: { ...spec, leaseDurationSeconds: 1, renewTime: new V1MicroTime() },
+      const released = await this.o.api.replaceNamespacedLease(
+        {
+          name: this.o.name,
+          namespace: this.o.namespace,
+          body: {
+            ...lease,
+            spec: { ...spec, leaseDurationSeconds: 1, renewTime: new V1MicroTime() },
+          },
         },
-      });
+        this.callOptions,
+      );
       this.observe(released);
       this.o.logger?.info({ lease: this.o.name }, "released the lease");
     } catch (err) {

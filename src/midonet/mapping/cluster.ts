@@ -86,6 +86,11 @@ export class ClusterMapper {
   private readonly slicesByService = new Map<string, Set<string>>();
   private readonly nodeOf = (name: string): PodNodeInfo | undefined => this.nodes.get(name);
 
+  /** How many node and service keys the indexes hold: bounded by the live ones (tests of that). */
+  get indexedKeys(): { podsByNode: number; slicesByService: number } {
+    return { podsByNode: this.podsByNode.size, slicesByService: this.slicesByService.size };
+  }
+
   constructor(config: MappingConfig | ResolvedConfig) {
     this.config = resolveConfig(config);
     this.state.load([mapGlobal(this.config)]);
@@ -117,7 +122,7 @@ export class ClusterMapper {
     const nodeName = pod.spec?.nodeName ?? "";
     const previousNode = this.podNode.get(key);
     if (previousNode !== undefined && previousNode !== nodeName) {
-      this.podsByNode.get(previousNode)?.delete(key);
+      this.forgetPodOnNode(previousNode, key);
     }
     if (nodeName) {
       let pods = this.podsByNode.get(nodeName);
@@ -137,7 +142,7 @@ export class ClusterMapper {
     const key = `${namespace}/${name}`;
     const nodeName = this.podNode.get(key);
     if (nodeName !== undefined) {
-      this.podsByNode.get(nodeName)?.delete(key);
+      this.forgetPodOnNode(nodeName, key);
       this.podNode.delete(key);
     }
     return this.state.remove(podOwner(namespace, name));
@@ -160,7 +165,7 @@ export class ClusterMapper {
     const oldService = before && sliceServiceKey(before);
     const newService = sliceServiceKey(slice);
     this.slices.set(key, slice);
-    if (oldService && oldService !== newService) this.slicesByService.get(oldService)?.delete(key);
+    if (oldService && oldService !== newService) this.forgetSliceOfService(oldService, key);
     if (newService) {
       let set = this.slicesByService.get(newService);
       if (!set) {
@@ -183,8 +188,22 @@ export class ClusterMapper {
     this.slices.delete(key);
     const service = sliceServiceKey(before);
     if (!service) return noChanges();
-    this.slicesByService.get(service)?.delete(key);
+    this.forgetSliceOfService(service, key);
     return this.remapService(service);
+  }
+
+  // The indexes lose a key's entry when it empties: a cluster that churns node
+  // and namespace names (spot nodes, a namespace per CI run) must not grow them.
+  private forgetPodOnNode(nodeName: string, podKey: string): void {
+    const pods = this.podsByNode.get(nodeName);
+    pods?.delete(podKey);
+    if (pods?.size === 0) this.podsByNode.delete(nodeName);
+  }
+
+  private forgetSliceOfService(serviceKey: string, sliceKey: string): void {
+    const slices = this.slicesByService.get(serviceKey);
+    slices?.delete(sliceKey);
+    if (slices?.size === 0) this.slicesByService.delete(serviceKey);
   }
 
   /** Bulk fill of a fresh mapper (mapCluster): maps everything, computes no changes. */
