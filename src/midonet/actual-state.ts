@@ -19,6 +19,7 @@
  * rules), never one call per object, and never a write.
  */
 import type { MidonetClient } from "./api.js";
+import { isNameBasedUuid } from "./ids.js";
 import { deepEqual } from "./mapping/diff.js";
 import type { DesiredResource } from "./mapping/model.js";
 import { resourceKey } from "./mapping/model.js";
@@ -104,6 +105,11 @@ export async function readActualState(
   }
   const ours = (d: { id?: string; tenantId?: string | null }): boolean =>
     d.id !== undefined && (d.tenantId === options.tenant || desiredIds.has(d.id));
+  // What sits in our routers, bridges and chains is ours when it carries one of
+  // our ids: wanted now, or name-based as every id we give (see isNameBasedUuid).
+  const oursInside = (id: string | undefined): boolean =>
+    id !== undefined && (desiredIds.has(id) || isNameBasedUuid(id));
+  const ourPorts = new Set<string>();
 
   const [tunnelZones, routers, bridges, chains] = await Promise.all([
     client.tunnelZones.list(),
@@ -135,12 +141,14 @@ export async function readActualState(
     put({ kind: "Router", body: router }, true);
     const [routerPorts, routes] = routerContents[i] ?? [[], []];
     for (const p of routerPorts) {
-      put({ kind: "Port", parentId: router.id, body: p }, true);
+      const mine = oursInside(p.id);
+      put({ kind: "Port", parentId: router.id, body: p }, mine);
+      if (mine) ourPorts.add(p.id as string);
       ports.push(p);
     }
     for (const route of routes as (Route & { id: string })[]) {
       if (route.type === "Local" || route.learned === true) continue;
-      put({ kind: "Route", parentId: router.id, body: route }, true);
+      put({ kind: "Route", parentId: router.id, body: route }, oursInside(route.id));
     }
   }
 
@@ -156,7 +164,9 @@ export async function readActualState(
     put({ kind: "Bridge", body: bridge }, true);
     const [bridgePorts, macs, arps] = bridgeContents[i] ?? [[], [], []];
     for (const p of bridgePorts) {
-      put({ kind: "Port", parentId: bridge.id, body: p }, true);
+      const mine = oursInside(p.id);
+      put({ kind: "Port", parentId: bridge.id, body: p }, mine);
+      if (mine) ourPorts.add(p.id as string);
       ports.push(p);
     }
     for (const m of macs) {
@@ -194,7 +204,10 @@ export async function readActualState(
               ? id
               : peer;
       const to = from === id ? peer : id;
-      put({ kind: "PortLink", parentId: from, body: { peerId: to } }, true);
+      put(
+        { kind: "PortLink", parentId: from, body: { peerId: to } },
+        ourPorts.has(id) && ourPorts.has(peer),
+      );
     }
     const host = lower(p.hostId);
     if (host !== null && p.interfaceName) {
@@ -204,7 +217,7 @@ export async function readActualState(
           parentId: host,
           body: { hostId: host, portId: id, interfaceName: p.interfaceName },
         },
-        true,
+        ourPorts.has(id),
       );
     }
   }
@@ -217,7 +230,7 @@ export async function readActualState(
     if (r.kind === "TunnelZoneHost") ourHosts.add(r.body.hostId.toLowerCase());
   for (const p of ports) {
     const host = lower(p.hostId);
-    if (host !== null) ourHosts.add(host);
+    if (host !== null && ourPorts.has(p.id as string)) ourHosts.add(host);
   }
   for (const m of members) {
     const owned = m.tz === options.defaultTunnelZone && ourHosts.has(m.body.hostId);
@@ -233,7 +246,7 @@ export async function readActualState(
     const order: string[] = [];
     for (const rule of (ruleLists[i] ?? []) as (Rule & { id: string })[]) {
       order.push(rule.id);
-      put({ kind: "Rule", parentId: chain.id, body: rule }, true);
+      put({ kind: "Rule", parentId: chain.id, body: rule }, oursInside(rule.id));
     }
     chainOrder.set(chain.id, order);
   }

@@ -18,6 +18,16 @@ export const TRANSLATION_VERSION = "4";
 
 const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/**
+ * True for a name-based (version 5) UUID: every id this integration gives is
+ * one. MidoNet gives an object created without an id a random (version 4) one,
+ * so such an object in one of our routers, bridges or chains (an operator's
+ * uplink port and its default route, say) was made by someone else.
+ */
+export function isNameBasedUuid(id: string): boolean {
+  return UUID_TEXT.test(id) && id[14] === "5";
+}
+
 /** True for the 8-4-4-4-12 hex form (any case); what MidoNet accepts as an id. */
 export function isUuid(text: string): boolean {
   return UUID_TEXT.test(text);

@@ -395,6 +395,55 @@ describe("midonet reconciler (against the API simulator)", function () {
     expect(writeCalls().filter((c) => c.includes(gateway))).to.deep.equal([]);
   });
 
+  it("an operator's uplink on ClusterRouter (port, binding to a gateway in the zone, default route) and a rule in a service chain survive a restart's resync", async () => {
+    const h = await converged();
+    const router = h.mapper.config.ids.clusterRouter;
+    const zone = h.mapper.config.ids.defaultTunnelZone;
+    const gateway = "0b7c3a4e-9999-4a9a-8a9a-000000000009";
+    sim.addHost({ id: gateway, name: "gateway1" });
+    await h.client.tunnelZoneHosts.create(zone, { hostId: gateway, ipAddress: "192.168.1.250" });
+    // Made without ids, as an operator does: MidoNet gives them random (version 4) ones.
+    await h.client.ports.createOnRouter(router, {
+      type: "Router",
+      portSubnet: ["172.16.0.2/30"],
+      portMac: "02:00:00:00:00:01",
+    } as never);
+    const uplink = (await h.client.ports.listOnRouter(router)).find(
+      (p) => p.portMac === "02:00:00:00:00:01",
+    )?.id as string;
+    await h.client.hostInterfacePorts.create({
+      hostId: gateway,
+      portId: uplink,
+      interfaceName: "uplink0",
+    });
+    await h.client.routes.create(router, {
+      type: "Normal",
+      srcNetworkAddr: "0.0.0.0",
+      srcNetworkLength: 0,
+      dstNetworkAddr: "0.0.0.0",
+      dstNetworkLength: 0,
+      nextHopPort: uplink,
+      nextHopGateway: "172.16.0.1",
+      weight: 100,
+    } as never);
+    const chain = servicePortChainId(h.mapper.config, "default", "web", "http");
+    await h.client.rules.create(chain, { type: "accept", position: 1 } as never);
+    const snapshotBefore = sim.snapshot();
+    sim.clearCalls();
+
+    const restarted = harness();
+    fullCluster(restarted.mapper);
+    expect((await restarted.reconciler.resync()).ok).to.equal(true);
+    await restarted.settle();
+    expect(writeCalls(), "writes at the restart").to.deep.equal([]);
+    const after = sim.snapshot();
+    expect(after.ports.map((p) => p.id)).to.include(uplink);
+    expect(after.routes.length).to.equal(snapshotBefore.routes.length);
+    expect(after.rules.length).to.equal(snapshotBefore.rules.length);
+    expect(after.hostInterfacePorts.some((b) => b.portId === uplink)).to.equal(true);
+    expect(after.tunnelZoneHosts.some((m) => m.hostId === gateway)).to.equal(true);
+  });
+
   it("a node's deletion removes its tunnel zone membership first: a crash right after leaves nothing a restart cannot recognise", async () => {
     await converged();
     const zone = `/tunnel_zones/${new ClusterMapper({ tenant: TENANT }).config.ids.defaultTunnelZone}/hosts`;
