@@ -1,12 +1,14 @@
 /**
- * gRPC over the node's unix socket. The socket is 0600, in a directory created
- * 0700 when missing (one that exists keeps its mode: it may be a shared one such
- * as /run). A stale socket file (a dial refused: nobody listens) is replaced;
+ * gRPC over the node's unix socket. The socket is 0600, in a directory made 0700
+ * when it is the socket's own: created here, or holding nothing but the socket
+ * and not sticky (the DaemonSet's hostPath, which kubelet creates 0755). A
+ * shared one (/run, a sticky /tmp) keeps its mode. A stale socket file (a dial
+ * refused: nobody listens) is replaced;
  * one that a process holds (the dial connects, or is not refused: a live driver,
  * perhaps wedged with its backlog full) is left alone and we refuse to start.
  */
-import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
-import { dirname } from "node:path";
+import { chmod, lstat, mkdir, readdir, unlink } from "node:fs/promises";
+import { basename, dirname } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { dialUnixSocket } from "../common/health.js";
@@ -30,10 +32,11 @@ export function loadServiceDefinition(): grpc.ServiceDefinition {
 
 export async function prepareSocketPath(socketPath: string): Promise<void> {
   const dir = dirname(socketPath);
-  if (!(await lstat(dir).catch(() => undefined))) {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    await chmod(dir, 0o700); // whatever the umask
-  }
+  const existing = await lstat(dir).catch(() => undefined);
+  if (!existing) await mkdir(dir, { recursive: true, mode: 0o700 });
+  const entries = existing ? await readdir(dir) : [];
+  const ownDir = entries.every((e) => e === basename(socketPath));
+  if (!existing || (ownDir && !(existing.mode & 0o1000))) await chmod(dir, 0o700);
   let exists = false;
   try {
     const st = await lstat(socketPath);

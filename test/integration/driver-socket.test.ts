@@ -4,7 +4,15 @@
  * driver serves, or that a process holds without accepting, is never taken over.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -97,12 +105,26 @@ describe("driver/server prepareSocketPath", function () {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("leaves the mode of a directory that exists alone (a shared one such as /run)", async () => {
+  it("leaves the mode of a shared directory alone (one with other files, like /run, or sticky, like /tmp)", async () => {
     const shared = join(dir, "shared");
     mkdirSync(shared);
-    chmodSync(shared, 0o1777);
+    chmodSync(shared, 0o755);
+    writeFileSync(join(shared, "other.pid"), "1");
     await prepareSocketPath(join(shared, "driver.sock"));
-    expect((statSync(shared).mode & 0o7777).toString(8)).to.equal("1777");
+    expect((statSync(shared).mode & 0o7777).toString(8)).to.equal("755");
+    const sticky = join(dir, "sticky");
+    mkdirSync(sticky);
+    chmodSync(sticky, 0o1777);
+    await prepareSocketPath(join(sticky, "driver.sock"));
+    expect((statSync(sticky).mode & 0o7777).toString(8)).to.equal("1777");
+  });
+
+  it("makes a directory of its own 0700 though it exists (the hostPath kubelet creates 0755)", async () => {
+    const own = join(dir, "run-cni-driver");
+    mkdirSync(own);
+    chmodSync(own, 0o755);
+    await prepareSocketPath(join(own, "driver.sock"));
+    expect((statSync(own).mode & 0o7777).toString(8)).to.equal("700");
   });
 
   it("does not replace a socket whose holder does not take connections (backlog full): it names why", async () => {
