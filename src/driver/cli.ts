@@ -5,7 +5,7 @@
  * exit 0/1); `version` prints the driver's version.
  */
 import { parseCniArgs } from "../cni/args.js";
-import { CniError } from "../cni/errors.js";
+import { CniError, ErrorCode } from "../cni/errors.js";
 import { type FlagSpec, parseFlags, UsageError, usage } from "../common/flags.js";
 import { untilStopSignal } from "../common/stop-signal.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
@@ -62,7 +62,7 @@ const INSTALL_FLAGS: readonly FlagSpec[] = [
   {
     name: "plugins",
     default: DEFAULT_INSTALLED_PLUGINS.join(","),
-    help: "reference plugins to install, comma-separated",
+    help: "reference plugins to install where the host has none of that name, comma-separated",
   },
 ];
 
@@ -76,7 +76,10 @@ function defaultShimPath(): string {
   );
 }
 
-/** The init container's job: the shim and the reference plugins into the host's bin dir. */
+/**
+ * The init container's job: the shim into the host's bin dir (replacing an
+ * older one), and the reference plugins the host does not have.
+ */
 async function installCni(argv: string[]): Promise<number> {
   const f = parseFlags(INSTALL_FLAGS, argv);
   const binDir = f["bin-dir"] as string;
@@ -85,8 +88,17 @@ async function installCni(argv: string[]): Promise<number> {
     .split(",")
     .map((p) => p.trim())
     .filter(Boolean);
-  for (const p of plugins) await installExecutable(`${f["plugin-dir"] as string}/${p}`, binDir);
-  process.stderr.write(`installed ${[SHIM_TYPE, ...plugins].join(", ")} into ${binDir}\n`);
+  const installed = [SHIM_TYPE];
+  const kept: string[] = [];
+  for (const p of plugins) {
+    const done = await installExecutable(`${f["plugin-dir"] as string}/${p}`, binDir, p, {
+      keepExisting: true,
+    });
+    (done ? installed : kept).push(p);
+  }
+  process.stderr.write(
+    `installed ${installed.join(", ")} into ${binDir}${kept.length > 0 ? `; kept the host's own ${kept.join(", ")}` : ""}\n`,
+  );
   return 0;
 }
 
@@ -140,6 +152,16 @@ async function serve(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** `--timeout` in ms: a positive number of seconds, else a usage error (not an instant deadline). */
+function timeoutMsOf(text: unknown): number {
+  const seconds = Number(text);
+  if (typeof text !== "string" || text.trim() === "" || !Number.isFinite(seconds) || seconds <= 0)
+    throw new UsageError(
+      `--timeout must be a positive number of seconds, not ${JSON.stringify(text)}`,
+    );
+  return seconds * 1000;
+}
+
 function printCniError(e: WireCniError, cniVersion: string): void {
   process.stdout.write(
     `${JSON.stringify(new CniError(e.code, e.msg, e.details).toJSON(cniVersion || undefined), null, 4)}\n`,
@@ -152,11 +174,28 @@ async function podCommand(command: "add" | "del" | "check", argv: string[]): Pro
   for (const k of ["container-id", ...(command === "del" ? [] : ["netns"])]) {
     if (!s(k)) throw new UsageError(`--${k} is required\n${usage(command, POD_FLAGS)}`);
   }
+  const timeoutMs = timeoutMsOf(s("timeout"));
+  // Bad input answers as a plugin would: the CNI error JSON on stdout, exit 1.
   const stdinConfig: Record<string, unknown> = {};
-  if (s("capabilities")) stdinConfig.runtimeConfig = JSON.parse(s("capabilities"));
-  const cniArgs: KeyValue[] = parseCniArgs(s("args")).map(([key, value]) => ({ key, value }));
+  let cniArgs: KeyValue[];
+  try {
+    if (s("capabilities")) {
+      try {
+        stdinConfig.runtimeConfig = JSON.parse(s("capabilities"));
+      } catch (err) {
+        throw new CniError(
+          ErrorCode.DecodingFailure,
+          `--capabilities is not JSON: ${(err as Error).message}`,
+        );
+      }
+    }
+    cniArgs = parseCniArgs(s("args")).map(([key, value]) => ({ key, value }));
+  } catch (err) {
+    const e = CniError.from(err);
+    printCniError({ code: e.code, msg: e.message, details: e.details }, s("cni-version"));
+    return 1;
+  }
   const client = new DriverClient(s("socket"));
-  const timeoutMs = Number(s("timeout")) * 1000;
   try {
     const req = {
       pod: { namespace: s("pod-namespace"), name: s("pod-name"), uid: s("pod-uid") },
@@ -201,11 +240,12 @@ async function status(argv: string[]): Promise<number> {
   try {
     const res = await client.cniStatus(
       { network: (f.network as string) ?? "" },
-      { timeoutMs: Number(f.timeout) * 1000 },
+      { timeoutMs: timeoutMsOf(f.timeout) },
     );
     process.stdout.write(`${JSON.stringify(res, null, 2)}\n`);
     if (res.api_version === 0 && res.error) return 2; // the socket did not answer
-    return res.ready ? 0 : 1;
+    // Ready means the network asked about can serve ADD too (its STATUS gave no error).
+    return res.ready && !res.error ? 0 : 1;
   } finally {
     client.close();
   }
@@ -213,16 +253,21 @@ async function status(argv: string[]): Promise<number> {
 
 async function gc(argv: string[]): Promise<number> {
   const f = parseFlags(GC_FLAGS, argv);
-  const valid = ((f.valid as string[] | undefined) ?? []).map((v) => {
-    const i = v.lastIndexOf("/");
-    if (i <= 0) throw new UsageError(`--valid takes ID/IFNAME, not ${JSON.stringify(v)}`);
-    return { container_id: v.slice(0, i), ifname: v.slice(i + 1) };
-  });
+  // Comma-separated too, as its env twin is: "a/eth0,b/eth0" is two attachments, not one.
+  const valid = ((f.valid as string[] | undefined) ?? [])
+    .flatMap((v) => v.split(","))
+    .map((v) => {
+      const i = v.lastIndexOf("/");
+      // An empty part would name no attachment, and GC would tear down the one meant.
+      if (i <= 0 || i === v.length - 1)
+        throw new UsageError(`--valid takes ID/IFNAME, not ${JSON.stringify(v)}`);
+      return { container_id: v.slice(0, i), ifname: v.slice(i + 1) };
+    });
   const client = new DriverClient(f.socket as string);
   try {
     const res = await client.garbageCollect(
       { networks: [{ network: (f.network as string) ?? "", valid_attachments: valid }] },
-      { timeoutMs: Number(f.timeout) * 1000 },
+      { timeoutMs: timeoutMsOf(f.timeout) },
     );
     if (res.errors.length > 0) {
       for (const e of res.errors) printCniError(e, "");

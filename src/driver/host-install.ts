@@ -7,14 +7,21 @@
  * short are removed by the next one.
  */
 import { randomBytes } from "node:crypto";
-import { chmod, copyFile, mkdir, open, readFile, rename, unlink } from "node:fs/promises";
+import { chmod, copyFile, mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
 import { removeStaleTempFiles } from "../common/stale-temp-files.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";
-/** The reference plugins the default ConfigMap relies on, installed beside the shim. */
+/**
+ * The reference plugins the default ConfigMap relies on, put beside the shim
+ * where the host has none of that name (runtimes exec `loopback` themselves).
+ * A host's own plugin is never replaced: Debian's builds are dynamically linked
+ * against glibc 2.34, and would break every pod on an older host. The driver
+ * execs its own copies from the image (`--cni-bin-dir` lists `/usr/lib/cni`
+ * first in the DaemonSet), whatever the host has.
+ */
 export const DEFAULT_INSTALLED_PLUGINS: readonly string[] = ["host-local", "loopback", "portmap"];
 
 /**
@@ -87,14 +94,20 @@ export async function installHostConflist(confDir: string, socket: string): Prom
   return writeFileAtomic(join(confDir, HOST_CONFLIST_NAME), hostConflist(socket));
 }
 
-/** Copies one executable into `binDir` by temp file + rename, keeping its name. */
+/**
+ * Copies one executable into `binDir` by temp file + rename, keeping its name;
+ * with `keepExisting`, a file already there of that name is left as it is.
+ * Answers whether it installed.
+ */
 export async function installExecutable(
   source: string,
   binDir: string,
   name = basename(source),
-): Promise<void> {
+  opts: { keepExisting?: boolean } = {},
+): Promise<boolean> {
   await mkdir(binDir, { recursive: true });
   const dest = join(binDir, name);
+  if (opts.keepExisting && (await stat(dest).catch(() => undefined))) return false;
   const tmp = tempFor(binDir, name);
   await copyFile(source, tmp);
   await chmod(tmp, 0o755);
@@ -104,4 +117,5 @@ export async function installExecutable(
     await unlink(tmp).catch(() => {});
     throw err;
   }
+  return true;
 }

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -21,7 +21,7 @@ import {
   installExecutable,
   writeFileAtomic,
 } from "../../src/driver/host-install.js";
-import { DriverHarness, sleep } from "../support/driver-harness.js";
+import { DriverHarness, REPO_ROOT, sleep } from "../support/driver-harness.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 
 describe("host install: files by temp file + rename", () => {
@@ -79,6 +79,43 @@ describe("host install: files by temp file + rename", () => {
     utimesSync(join(dir, ".net.conflist.fedcba98.tmp"), old, old);
     await writeFileAtomic(join(dir, "net.conflist"), "{}");
     expect(existsSync(join(dir, ".net.conflist.fedcba98.tmp"))).to.equal(false);
+  });
+
+  it("install-cni puts the shim in (replacing an older one) and the plugins the host lacks, keeping the host's own", () => {
+    const binDir = join(dir, "host-bin");
+    mkdirSync(binDir);
+    writeFileSync(join(binDir, "loopback"), "#!/bin/sh\n# the host's own\n", { mode: 0o755 });
+    writeFileSync(join(binDir, "cni-driver-shim"), "old shim", { mode: 0o755 });
+    const shim = join(dir, "new-shim");
+    writeFileSync(shim, "#!/bin/sh\n# new shim\n", { mode: 0o755 });
+    const env = { ...process.env };
+    delete env.NODE_EXTRA_CA_CERTS;
+    const r = spawnSync(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        join(REPO_ROOT, "src/driver/cli.ts"),
+        "install-cni",
+        "--bin-dir",
+        binDir,
+        "--shim",
+        shim,
+        "--plugin-dir",
+        "/usr/lib/cni",
+        "--plugins",
+        "host-local,loopback",
+      ],
+      { cwd: REPO_ROOT, env, encoding: "utf8", timeout: 30_000 },
+    );
+    expect(r.status, r.stderr).to.equal(0);
+    expect(r.stderr).to.contain("kept the host's own loopback");
+    expect(readFileSync(join(binDir, "loopback"), "utf8")).to.contain("the host's own");
+    expect(readFileSync(join(binDir, "cni-driver-shim"), "utf8")).to.contain("new shim");
+    expect(
+      readFileSync(join(binDir, "host-local")).equals(readFileSync("/usr/lib/cni/host-local")),
+    ).to.equal(true);
+    expect(statSync(join(binDir, "host-local")).mode & 0o777).to.equal(0o755);
   });
 
   it("installs over an executable that is running (where cp fails with 'text file busy')", async () => {

@@ -620,10 +620,19 @@ describe("manifests (daemonset/ and configmap/)", () => {
         for (const e of h.env) {
           const value = env(e);
           expect(value, e).to.be.a("string");
-          expect(isUnder(value as string, h.mountPath), `${e}=${value}`).to.equal(true);
+          // A list of dirs (the bin dirs) holds the mount among others.
+          const dirs = e === "CNI_DRIVER_CNI_BIN_DIR" ? (value as string).split(":") : [value];
+          expect(
+            dirs.some((d) => isUnder(d as string, h.mountPath)),
+            `${e}=${value}`,
+          ).to.equal(true);
         }
       });
     }
+
+    it("execs the plugins of its image first, then the host's bin dir", () => {
+      expect(env("CNI_DRIVER_CNI_BIN_DIR")).to.equal("/usr/lib/cni:/host/opt/cni/bin");
+    });
 
     for (const [name, caps] of Object.entries(CAPABILITIES)) {
       it(`${name}: drops ALL, adds exactly ${Object.keys(caps).join(", ")}, each with its reason in daemonset.yaml; not privileged`, () => {
