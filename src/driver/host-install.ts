@@ -6,11 +6,10 @@
  * never reads half a conflist; the temporary files of an install a crash cut
  * short are removed by the next one.
  */
-import { randomBytes } from "node:crypto";
-import { chmod, copyFile, mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { chmod, copyFile, mkdir, stat } from "node:fs/promises";
+import { basename, join } from "node:path";
 import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
-import { removeStaleTempFiles } from "../common/stale-temp-files.js";
+import { renameIntoPlace, tempFileFor, writeFileAtomic } from "../common/atomic-write.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";
@@ -45,49 +44,6 @@ export function hostConflist(socket: string): string {
   return `${JSON.stringify(conf, null, 2)}\n`;
 }
 
-/** Another installer (a surge pod of a rolling update) copies for seconds at most. */
-const STALE_INSTALL_TEMP_MS = 60_000;
-
-/**
- * A fresh temporary name for `name` in `dir`, after removing the ones earlier
- * installs of `name` left there (only names of this form: `.<name>.<8 hex>.tmp`).
- */
-function tempFor(dir: string, name: string): string {
-  const prefix = `.${name}.`;
-  removeStaleTempFiles(dir, {
-    isTemp: (n) => n.startsWith(prefix) && /^[0-9a-f]{8}\.tmp$/.test(n.slice(prefix.length)),
-    olderThanMs: STALE_INSTALL_TEMP_MS,
-  });
-  return join(dir, `${prefix}${randomBytes(4).toString("hex")}.tmp`);
-}
-
-/** Writes `content` to `path` atomically; returns false when the file already held exactly that. */
-export async function writeFileAtomic(
-  path: string,
-  content: string | Uint8Array,
-  mode = 0o644,
-): Promise<boolean> {
-  const bytes = typeof content === "string" ? Buffer.from(content) : Buffer.from(content);
-  const current = await readFile(path).catch(() => undefined);
-  if (current?.equals(bytes)) return false;
-  const tmp = tempFor(dirname(path), basename(path));
-  const fh = await open(tmp, "wx", mode);
-  try {
-    await fh.writeFile(bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await chmod(tmp, mode);
-  try {
-    await rename(tmp, path);
-  } catch (err) {
-    await unlink(tmp).catch(() => {});
-    throw err;
-  }
-  return true;
-}
-
 /** Writes the host conflist into `confDir` (created if missing). */
 export async function installHostConflist(confDir: string, socket: string): Promise<boolean> {
   await mkdir(confDir, { recursive: true });
@@ -108,14 +64,9 @@ export async function installExecutable(
   await mkdir(binDir, { recursive: true });
   const dest = join(binDir, name);
   if (opts.keepExisting && (await stat(dest).catch(() => undefined))) return false;
-  const tmp = tempFor(binDir, name);
+  const tmp = tempFileFor(binDir, name);
   await copyFile(source, tmp);
   await chmod(tmp, 0o755);
-  try {
-    await rename(tmp, dest);
-  } catch (err) {
-    await unlink(tmp).catch(() => {});
-    throw err;
-  }
+  await renameIntoPlace(tmp, dest);
   return true;
 }

@@ -1,6 +1,5 @@
 /** Network namespaces named by path, the way CNI hands them over. */
 import { statfsSync } from "node:fs";
-import { statfs } from "node:fs/promises";
 
 /** nsfs's magic (linux/magic.h): what a live netns file (a bind mount, /proc/<pid>/ns/net) is on. */
 const NSFS_MAGIC = 0x6e736673;
@@ -11,17 +10,7 @@ const NSFS_MAGIC = 0x6e736673;
  * namespace unmounted but not yet unlinked leaves a plain empty file, which
  * cannot be entered (setns: EINVAL) and must count as gone too.
  */
-export async function netnsExists(path: string | undefined): Promise<boolean> {
-  if (!path) return false;
-  try {
-    return (await statfs(path)).type === NSFS_MAGIC;
-  } catch {
-    return false;
-  }
-}
-
-/** netnsExists, for code that must not yield (the netlink worker). */
-export function netnsExistsSync(path: string | undefined): boolean {
+export function netnsExists(path: string | undefined): boolean {
   if (!path) return false;
   try {
     return statfsSync(path).type === NSFS_MAGIC;

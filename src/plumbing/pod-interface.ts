@@ -166,7 +166,7 @@ export interface PodInterfaceRef {
 export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
   const nl = await netlinkPlumbing();
   if (nl) return nl.deletePodInterface(ref);
-  if (await netnsExists(ref.netns)) {
+  if (netnsExists(ref.netns)) {
     try {
       await ipBatch([`link del dev ${ref.ifName}`], { netns: ref.netns });
       return true;

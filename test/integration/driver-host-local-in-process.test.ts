@@ -12,7 +12,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import type { PodResponse } from "../../src/wire/types.js";
-import { DriverHarness, expectNoCniError, REPO_ROOT } from "../support/driver-harness.js";
+import {
+  DriverHarness,
+  driverCommand,
+  expectNoCniError,
+  REPO_ROOT,
+} from "../support/driver-harness.js";
 import {
   createNetns,
   deleteNetns,
@@ -411,36 +416,35 @@ describe("cni-driver serve --host-local: the value (integration)", function () {
     env: Record<string, string> = {},
   ): { status: number | null; signal: string | null; stderr: string } {
     const dir = root as string;
-    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
-    delete childEnv.NODE_EXTRA_CA_CERTS;
+    const c = driverCommand([
+      "serve",
+      "--socket",
+      join(dir, "driver.sock"),
+      "--config-dir",
+      join(dir, "config"),
+      "--state-dir",
+      join(dir, "state"),
+      "--cache-dir",
+      join(dir, "cache"),
+      "--cni-bin-dir",
+      REFERENCE_PLUGIN_DIR,
+      "--host-local-data-dir",
+      join(dir, "networks"),
+      "--pod-cidr",
+      "10.244.35.0/24",
+      "--health-addr",
+      "",
+      ...flags,
+    ]);
+    const childEnv: NodeJS.ProcessEnv = { ...c.env, ...env };
     if (!("CNI_DRIVER_HOST_LOCAL" in env)) delete childEnv.CNI_DRIVER_HOST_LOCAL;
-    const r = spawnSync(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        join(REPO_ROOT, "src/driver/cli.ts"),
-        "serve",
-        "--socket",
-        join(dir, "driver.sock"),
-        "--config-dir",
-        join(dir, "config"),
-        "--state-dir",
-        join(dir, "state"),
-        "--cache-dir",
-        join(dir, "cache"),
-        "--cni-bin-dir",
-        REFERENCE_PLUGIN_DIR,
-        "--host-local-data-dir",
-        join(dir, "networks"),
-        "--pod-cidr",
-        "10.244.35.0/24",
-        "--health-addr",
-        "",
-        ...flags,
-      ],
-      { cwd: REPO_ROOT, env: childEnv, encoding: "utf8", timeout: 20_000, killSignal: "SIGKILL" },
-    );
+    const r = spawnSync(c.node, c.args, {
+      cwd: REPO_ROOT,
+      env: childEnv,
+      encoding: "utf8",
+      timeout: 20_000,
+      killSignal: "SIGKILL",
+    });
     return { status: r.status, signal: r.signal, stderr: r.stderr ?? "" };
   }
 

@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -15,13 +15,13 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { KNOWN_CAPABILITIES } from "../../src/cni/capabilities.js";
 import { parseNetworkConfigList } from "../../src/cni/conflist.js";
+import { writeFileAtomic } from "../../src/common/atomic-write.js";
 import {
   HOST_CONFLIST_NAME,
   hostConflist,
   installExecutable,
-  writeFileAtomic,
 } from "../../src/driver/host-install.js";
-import { DriverHarness, REPO_ROOT, sleep } from "../support/driver-harness.js";
+import { DriverHarness, runDriverCli, sleep } from "../support/driver-harness.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 
 describe("host install: files by temp file + rename", () => {
@@ -88,26 +88,17 @@ describe("host install: files by temp file + rename", () => {
     writeFileSync(join(binDir, "cni-driver-shim"), "old shim", { mode: 0o755 });
     const shim = join(dir, "new-shim");
     writeFileSync(shim, "#!/bin/sh\n# new shim\n", { mode: 0o755 });
-    const env = { ...process.env };
-    delete env.NODE_EXTRA_CA_CERTS;
-    const r = spawnSync(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        join(REPO_ROOT, "src/driver/cli.ts"),
-        "install-cni",
-        "--bin-dir",
-        binDir,
-        "--shim",
-        shim,
-        "--plugin-dir",
-        "/usr/lib/cni",
-        "--plugins",
-        "host-local,loopback",
-      ],
-      { cwd: REPO_ROOT, env, encoding: "utf8", timeout: 30_000 },
-    );
+    const r = runDriverCli([
+      "install-cni",
+      "--bin-dir",
+      binDir,
+      "--shim",
+      shim,
+      "--plugin-dir",
+      "/usr/lib/cni",
+      "--plugins",
+      "host-local,loopback",
+    ]);
     expect(r.status, r.stderr).to.equal(0);
     expect(r.stderr).to.contain("kept the host's own loopback");
     expect(readFileSync(join(binDir, "loopback"), "utf8")).to.contain("the host's own");

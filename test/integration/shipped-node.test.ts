@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import type { PodResponse } from "../../src/wire/types.js";
-import { DriverHarness, expectNoCniError, REPO_ROOT } from "../support/driver-harness.js";
+import { DriverHarness, expectNoCniError, runDriverCli } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
 import { expectTopology, HOSTS } from "../support/midonet-cluster.js";
 import {
@@ -130,11 +130,7 @@ for (const [hostLocal, octet] of [
     });
 
     it("serves its command-line client, itself run on that Node", async () => {
-      const cli = (...args: string[]) =>
-        spawnSync(node, [join(REPO_ROOT, "dist/src/driver/cli.js"), ...args], {
-          encoding: "utf8",
-          timeout: 20_000,
-        });
+      const cli = (...args: string[]) => runDriverCli(args, { nodeBinary: node });
       const status = cli("status", "--socket", h.socket);
       expect(status.status, status.stderr).to.equal(0);
       expect(JSON.parse(status.stdout)).to.include({ ready: true });

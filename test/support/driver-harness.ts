@@ -22,6 +22,43 @@ import { REFERENCE_PLUGIN_DIR } from "./requirements.js";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
+export interface DriverCommand {
+  node: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * How a test runs `cni-driver <args>`: the sources through tsx on the test's
+ * own Node, or with `nodeBinary` the compiled `dist/` on that Node (as the image
+ * does). The environment is the test's, less NODE_EXTRA_CA_CERTS (it costs
+ * every Node start ~60 ms).
+ */
+export function driverCommand(args: readonly string[], nodeBinary?: string): DriverCommand {
+  const entry = nodeBinary
+    ? [join(REPO_ROOT, "dist/src/driver/cli.js")]
+    : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
+  const env = { ...process.env };
+  delete env.NODE_EXTRA_CA_CERTS;
+  return { node: nodeBinary ?? process.execPath, args: [...entry, ...args], env };
+}
+
+/** Runs `cni-driver <args>` to its end (killed after `timeoutMs`): a client command, install-cni. */
+export function runDriverCli(
+  args: readonly string[],
+  opts: { nodeBinary?: string; timeoutMs?: number } = {},
+): { status: number | null; stdout: string; stderr: string } {
+  const c = driverCommand(args, opts.nodeBinary);
+  const r = spawnSync(c.node, c.args, {
+    cwd: REPO_ROOT,
+    env: c.env,
+    encoding: "utf8",
+    timeout: opts.timeoutMs ?? 30_000,
+    killSignal: "SIGKILL",
+  });
+  return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
+}
+
 export interface HarnessOptions {
   /** Third octet of the pod subnet 10.244.<octet>.0/24; unique per suite. */
   subnetOctet: number;
@@ -217,40 +254,34 @@ export class DriverHarness {
    * environment. `dirs` puts state and cache elsewhere (a second driver on the
    * same socket), `healthAddr` defaults to none.
    */
-  serveCommand(dirs: { stateDir?: string; cacheDir?: string; healthAddr?: string } = {}): {
-    node: string;
-    args: string[];
-    env: NodeJS.ProcessEnv;
-  } {
-    const entry = this.opts.nodeBinary
-      ? [join(REPO_ROOT, "dist/src/driver/cli.js")]
-      : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
-    const args = [
-      ...entry,
-      "serve",
-      "--socket",
-      this.socket,
-      "--config-dir",
-      this.configDir,
-      "--state-dir",
-      dirs.stateDir ?? this.stateDir,
-      "--cache-dir",
-      dirs.cacheDir ?? this.cacheDir,
-      "--cni-bin-dir",
-      REFERENCE_PLUGIN_DIR,
-      "--host-local-data-dir",
-      this.dataDir,
-      "--pod-cidr",
-      this.subnet,
-      "--health-addr",
-      dirs.healthAddr ?? "",
-      "--log-level",
-      process.env.CNI_DRIVER_TEST_LOG ?? "warn",
-      ...(this.opts.extraFlags ?? []),
-    ];
-    const env = { ...process.env };
-    delete env.NODE_EXTRA_CA_CERTS;
-    return { node: this.opts.nodeBinary ?? process.execPath, args, env };
+  serveCommand(
+    dirs: { stateDir?: string; cacheDir?: string; healthAddr?: string } = {},
+  ): DriverCommand {
+    return driverCommand(
+      [
+        "serve",
+        "--socket",
+        this.socket,
+        "--config-dir",
+        this.configDir,
+        "--state-dir",
+        dirs.stateDir ?? this.stateDir,
+        "--cache-dir",
+        dirs.cacheDir ?? this.cacheDir,
+        "--cni-bin-dir",
+        REFERENCE_PLUGIN_DIR,
+        "--host-local-data-dir",
+        this.dataDir,
+        "--pod-cidr",
+        this.subnet,
+        "--health-addr",
+        dirs.healthAddr ?? "",
+        "--log-level",
+        process.env.CNI_DRIVER_TEST_LOG ?? "warn",
+        ...(this.opts.extraFlags ?? []),
+      ],
+      this.opts.nodeBinary,
+    );
   }
 
   /** Starts the driver; waits until it is ready unless told not to (a driver that starts not ready). */

@@ -5,11 +5,10 @@
  * simulator, with short lease timings.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { join } from "node:path";
 import { mapCluster } from "../../src/midonet/mapping/cluster.js";
 import type { DesiredState } from "../../src/midonet/mapping/desired-state.js";
 import type { EndpointSlice, Node, Pod, Service } from "../../src/midonet/mapping/k8s.js";
-import { REPO_ROOT } from "./driver-harness.js";
+import { driverCommand, REPO_ROOT } from "./driver-harness.js";
 import type { FakeKubeApiServer, KubeObject } from "./fake-kube-apiserver.js";
 import { nodes, pod, service, slice, TENANT } from "./midonet-cluster.js";
 
@@ -57,15 +56,8 @@ export interface ControllerProcessOptions {
 
 /** `cni-driver midonet-controller` as a child process (stdio ignored; kill it when done). */
 export function spawnControllerProcess(o: ControllerProcessOptions): ChildProcess {
-  const env: NodeJS.ProcessEnv = { ...process.env, CNI_DRIVER_MIDONET_PASSWORD: "admin" };
-  delete env.NODE_EXTRA_CA_CERTS;
-  const entry = o.nodeBinary
-    ? [join(REPO_ROOT, "dist/src/driver/cli.js")]
-    : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
-  return spawn(
-    o.nodeBinary ?? process.execPath,
+  const c = driverCommand(
     [
-      ...entry,
       "midonet-controller",
       "--kubeconfig",
       o.kubeconfigFile,
@@ -90,6 +82,11 @@ export function spawnControllerProcess(o: ControllerProcessOptions): ChildProces
       "--log-level",
       "warn",
     ],
-    { cwd: REPO_ROOT, env, stdio: "ignore" },
+    o.nodeBinary,
   );
+  return spawn(c.node, c.args, {
+    cwd: REPO_ROOT,
+    env: { ...c.env, CNI_DRIVER_MIDONET_PASSWORD: "admin" },
+    stdio: "ignore",
+  });
 }

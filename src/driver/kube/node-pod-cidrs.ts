@@ -11,9 +11,11 @@
  * API is away takes them up after a grace period (the Node, when the API
  * answers, still wins), instead of refusing every pod until the API is back.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { readFileSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
 import type pino from "pino";
+import { writeFileAtomic } from "../../common/atomic-write.js";
 import type { PodCidrs } from "../pod-cidr.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "./api.js";
 
@@ -66,12 +68,13 @@ function readRemembered(stateDir: string, nodeName: string): PodCidrs {
   }
 }
 
-function writeRemembered(stateDir: string, nodeName: string, c: PodCidrs): void {
-  const path = join(stateDir, REMEMBERED_FILE);
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify({ node: nodeName, podCidrs: c })}\n`, { mode: 0o600 });
-  renameSync(tmp, path);
+async function writeRemembered(stateDir: string, nodeName: string, c: PodCidrs): Promise<void> {
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  await writeFileAtomic(
+    join(stateDir, REMEMBERED_FILE),
+    `${JSON.stringify({ node: nodeName, podCidrs: c })}\n`,
+    0o600,
+  );
 }
 
 /**
@@ -180,11 +183,9 @@ export class NodePodCidrs {
     if (this.rememberTimer) clearTimeout(this.rememberTimer);
     this.rememberTimer = undefined;
     if (this.o.stateDir) {
-      try {
-        writeRemembered(this.o.stateDir, this.o.nodeName, next);
-      } catch (err) {
-        this.log.warn({ err: String(err) }, "keeping the pod CIDRs for the next start failed");
-      }
+      writeRemembered(this.o.stateDir, this.o.nodeName, next).catch((err) =>
+        this.log.warn({ err: String(err) }, "keeping the pod CIDRs for the next start failed"),
+      );
     }
     if (sameCidrs(next, this.cidrs)) return;
     this.cidrs = next;

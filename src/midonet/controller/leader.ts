@@ -89,6 +89,7 @@ export class LeaderElector {
   /** Ends leadership when no renewal lands in time, even while a Lease call hangs. */
   private deadline: NodeJS.Timeout | undefined;
   private loop: Promise<void> | undefined;
+  private readonly callOptions: ReturnType<typeof callDeadline>;
 
   constructor(options: LeaderElectionOptions) {
     if (options.renewDeadlineMs >= options.leaseDurationMs) {
@@ -96,6 +97,14 @@ export class LeaderElector {
     }
     this.o = options;
     this.now = options.now ?? Date.now;
+    // Every Lease call's deadline (each call gets a fresh timer from it).
+    this.callOptions = callDeadline(
+      Observable,
+      Math.min(
+        options.renewDeadlineMs,
+        Math.max(100, options.leaseDurationMs - options.renewDeadlineMs),
+      ),
+    );
   }
 
   get isLeader(): boolean {
@@ -122,15 +131,6 @@ export class LeaderElector {
       this.step("stopping");
       await this.release();
     }
-  }
-
-  /** The options of every Lease call: its deadline. */
-  private get callOptions() {
-    const ms = Math.min(
-      this.o.renewDeadlineMs,
-      Math.max(100, this.o.leaseDurationMs - this.o.renewDeadlineMs),
-    );
-    return callDeadline(Observable as never, ms);
   }
 
   private get leaseSeconds(): number {

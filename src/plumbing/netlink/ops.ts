@@ -8,7 +8,7 @@
  */
 
 import { bridgeMac, hostMacStillMatches } from "../mac.js";
-import { netnsExistsSync } from "../netns.js";
+import { netnsExists } from "../netns.js";
 import type {
   AddrInfo,
   ContainerSideSpec,
@@ -272,7 +272,7 @@ export class NetlinkOps {
 
   /** See pod-interface.ts deletePodInterface: the container end through the netns, else the host end (MAC permitting). */
   async deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
-    if (ref.netns && netnsExistsSync(ref.netns)) {
+    if (ref.netns && netnsExists(ref.netns)) {
       try {
         // Looked up first: a link already gone must not pass for one deleted now.
         if (!this.findLink(ref.netns, { name: ref.ifName })) {

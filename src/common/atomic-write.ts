@@ -1,0 +1,59 @@
+/**
+ * Files replaced whole: written to a temporary name beside the target, synced,
+ * then renamed over it, so a reader (a runtime reading a conflist, an exec of a
+ * binary being replaced, the next start reading state) sees the old file or the
+ * new one, never half of one. The temporary files a crash left are removed by
+ * the next write of the same name.
+ */
+import { randomBytes } from "node:crypto";
+import { chmod, open, readFile, rename, unlink } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { removeStaleTempFiles } from "./stale-temp-files.js";
+
+/** Another writer of the same name (a surge pod of a rolling update) takes seconds at most. */
+const STALE_TEMP_MS = 60_000;
+
+/**
+ * A fresh temporary name for `name` in `dir`, after removing the ones earlier
+ * writes of `name` left there (only names of this form: `.<name>.<8 hex>.tmp`).
+ */
+export function tempFileFor(dir: string, name: string): string {
+  const prefix = `.${name}.`;
+  removeStaleTempFiles(dir, {
+    isTemp: (n) => n.startsWith(prefix) && /^[0-9a-f]{8}\.tmp$/.test(n.slice(prefix.length)),
+    olderThanMs: STALE_TEMP_MS,
+  });
+  return join(dir, `${prefix}${randomBytes(4).toString("hex")}.tmp`);
+}
+
+/** Writes `content` to `path` atomically; returns false when the file already held exactly that. */
+export async function writeFileAtomic(
+  path: string,
+  content: string | Uint8Array,
+  mode = 0o644,
+): Promise<boolean> {
+  const bytes = typeof content === "string" ? Buffer.from(content) : Buffer.from(content);
+  const current = await readFile(path).catch(() => undefined);
+  if (current?.equals(bytes)) return false;
+  const tmp = tempFileFor(dirname(path), basename(path));
+  const fh = await open(tmp, "wx", mode);
+  try {
+    await fh.writeFile(bytes);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await chmod(tmp, mode);
+  await renameIntoPlace(tmp, path);
+  return true;
+}
+
+/** The temporary file renamed over the target; removed when the rename fails. */
+export async function renameIntoPlace(tmp: string, path: string): Promise<void> {
+  try {
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+}
