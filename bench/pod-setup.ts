@@ -11,8 +11,8 @@
  * machine noise hit both sides alike.
  *
  * Run as root: `npm run bench:pod-setup` (optionally `-- --levels 1,16`, and
- * `-- --host-local in-process` for the driver's in-process host-local instead of
- * the exec'd binary).
+ * `-- --host-local exec` for the driver exec'ing Debian's host-local binary
+ * instead of running it in-process, its default).
  * Everything it makes (driver root, namespaces, veths, leases) carries a random
  * tag and is removed at the end, also on failure or Ctrl-C.
  */
@@ -220,9 +220,9 @@ function parseLevels(argv: string[]): readonly Level[] {
   return chosen;
 }
 
-/** `--host-local exec|in-process`: how the driver runs host-local (its own flag). */
+/** `--host-local in-process|exec`: how the driver runs host-local (its own flag, same default). */
 function parseHostLocal(argv: string[]): "exec" | "in-process" {
-  const mode = option(argv, "--host-local") ?? "exec";
+  const mode = option(argv, "--host-local") ?? "in-process";
   if (mode !== "exec" && mode !== "in-process")
     throw new Error(`--host-local: "exec" or "in-process", not ${JSON.stringify(mode)}`);
   return mode;

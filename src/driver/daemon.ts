@@ -56,8 +56,8 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
   },
   {
     name: "host-local",
-    default: "exec",
-    help: 'how host-local runs: "exec" (the binary from the bin dirs) or "in-process" (same lease files and lock, no exec)',
+    default: "in-process",
+    help: 'how host-local runs: "in-process" (host-local\'s allocator on its lease files and lock, no exec) or "exec" (the binary from the bin dirs)',
   },
   {
     name: "pod-cidr",
@@ -115,7 +115,7 @@ export interface DriverOptions {
   cacheDir: string;
   binDirs: string[];
   hostLocalDataDir: string;
-  /** `--host-local`: exec the binary, or run host-local in-process on the same files. */
+  /** `--host-local`: host-local in-process on its files (the default), or the binary exec'd. */
   hostLocal?: HostLocalMode;
   podCidrs: { v4?: string; v6?: string };
   nodeName?: string;
@@ -225,7 +225,7 @@ function hostLocalBackend(opts: DriverOptions): {
   reason: string;
   fallback: boolean;
 } {
-  if ((opts.hostLocal ?? "exec") === "exec")
+  if ((opts.hostLocal ?? "in-process") === "exec")
     return { name: "exec", reason: "--host-local exec", fallback: false };
   const flock = flockAddon();
   if ("reason" in flock)

@@ -59,6 +59,35 @@ export function runDriverCli(
   return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
 }
 
+/** How the driver runs host-local: `--host-local`. */
+export type HostLocalMode = "in-process" | "exec";
+
+export interface HostLocalVariant {
+  hostLocal: HostLocalMode;
+  /** The driver's flags for it: none for the default, so the default itself is what runs. */
+  flags: string[];
+  /** The suite's subnet octet in this mode. */
+  octet: number;
+}
+
+/**
+ * Defines a suite once per way the driver runs host-local: its default
+ * (in-process) and Debian's binary exec'd. Each mode gets a subnet octet of its
+ * own, so the two never share addresses, bridges or lease files.
+ */
+export function forEachHostLocalMode(
+  octets: Record<HostLocalMode, number>,
+  suite: (variant: HostLocalVariant) => void,
+): void {
+  for (const hostLocal of ["in-process", "exec"] as const) {
+    suite({
+      hostLocal,
+      flags: hostLocal === "exec" ? ["--host-local", "exec"] : [],
+      octet: octets[hostLocal],
+    });
+  }
+}
+
 export interface HarnessOptions {
   /** Third octet of the pod subnet 10.244.<octet>.0/24; unique per suite. */
   subnetOctet: number;

@@ -1,7 +1,8 @@
 /**
  * The built-in plugin `"type": "midonet"`: the pod's veth pair, addresses and routes,
  * done in-process through src/plumbing, with IPAM delegated to the `ipam` section
- * (host-local exec'd as the real binary, exactly as ptp or bridge would).
+ * as ptp or bridge would delegate it: through `RunPlugin`, which runs host-local
+ * in-process (`--host-local`, the default) or execs the named binary.
  *
  * Datapaths: "kernel" (default) puts the host end on a per-node Linux bridge that
  * holds the gateway addresses, so pods reach each other, the gateway and the host;
