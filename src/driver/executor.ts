@@ -15,7 +15,7 @@ import { buildGcStdin, type GcAttachment, staleAttachments } from "../cni/gc.js"
 import { buildPluginStdin, buildStatusStdin } from "../cni/plugin-config.js";
 import { convertResult, parseResult } from "../cni/result.js";
 import type { AnyResult } from "../cni/types.js";
-import { requireVerbSupported, versionAtLeast } from "../cni/versions.js";
+import { type CniVersion, requireVerbSupported, versionAtLeast } from "../cni/versions.js";
 import { toleratedCheckFailure } from "./plugin-bugs.js";
 import type { RunPlugin } from "./plugin-runner.js";
 import type { ResultCache } from "./result-cache.js";
@@ -60,8 +60,17 @@ export class ChainExecutor {
    * chain again would fail (host-local: "duplicate allocation") and the undo of
    * that failure would tear the live attachment down. The same container id and
    * interface in another netns is refused: DEL comes first.
+   *
+   * `answerVersion`, the version the caller wants its answer in, is tried on the
+   * result before the attachment is kept: a result it cannot carry (0.1.0/0.2.0
+   * hold only IP addresses) fails the ADD whole, undone, rather than leaving up
+   * an attachment whose caller heard only of an error.
    */
-  async add(list: NetworkConfigList, att: AttachmentArgs): Promise<AnyResult> {
+  async add(
+    list: NetworkConfigList,
+    att: AttachmentArgs,
+    answerVersion?: CniVersion,
+  ): Promise<AnyResult> {
     const existing = await this.cache.read(list.name, att.containerId, att.ifName, {
       discardUnusable: false,
     });
@@ -97,6 +106,8 @@ export class ChainExecutor {
       }
       if (!result)
         throw new CniError(ErrorCode.InvalidNetworkConfig, `network ${list.name} has no plugins`);
+      if (answerVersion !== undefined && answerVersion !== list.cniVersion)
+        requireAnswerable(list, result, answerVersion);
       await this.cache.write({
         containerId: att.containerId,
         config: list.bytes,
@@ -363,4 +374,18 @@ export class ChainExecutor {
 function describe(list: NetworkConfigList, index: number): string {
   const p = list.plugins[index];
   return `type="${p?.type}"${list.plugins.length > 1 ? ` (#${index + 1} of network "${list.name}")` : ` (network "${list.name}")`}`;
+}
+
+/** Throws, naming the network and the version, when the result cannot be given in `version`. */
+function requireAnswerable(list: NetworkConfigList, result: AnyResult, version: CniVersion): void {
+  try {
+    convertResult(result, version);
+  } catch (err) {
+    const cause = CniError.from(err);
+    throw new CniError(
+      cause.code,
+      `the result of network ${list.name} cannot be given in CNI ${version}: ${cause.message}`,
+      cause.details,
+    );
+  }
 }

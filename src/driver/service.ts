@@ -168,7 +168,11 @@ export class DriverService {
         const result = await this.d.locks.run(
           attachmentKey(r.attachment.containerId, r.attachment.ifName),
           async () => {
-            const added = await this.d.executor.add(list, r.attachment);
+            const added = await this.d.executor.add(
+              list,
+              r.attachment,
+              r.cniVersion ?? list.cniVersion,
+            );
             this.d.attachments.add(list.name, r.attachment.containerId, r.attachment.ifName);
             return added;
           },
