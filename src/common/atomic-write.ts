@@ -1,6 +1,6 @@
 /**
  * Files replaced whole: written to a temporary name beside the target, synced,
- * then renamed over it, so a reader (a runtime reading a conflist, an exec of a
+ * then renamed over it (and the directory synced), so a reader (a runtime reading a conflist, an exec of a
  * binary being replaced, the next start reading state) sees the old file or the
  * new one, never half of one. The temporary files a crash left are removed by
  * the next write of the same name.
@@ -48,7 +48,20 @@ export async function writeFileAtomic(
   return true;
 }
 
-/** The temporary file renamed over the target; removed when the rename fails. */
+/** Flushes a file's data to disk: a rename of unsynced data can survive a power cut as an empty file. */
+export async function syncFile(path: string): Promise<void> {
+  const fh = await open(path, "r");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The temporary file renamed over the target, then the directory synced so the
+ * rename itself is on disk; the temporary file is removed when the rename fails.
+ */
 export async function renameIntoPlace(tmp: string, path: string): Promise<void> {
   try {
     await rename(tmp, path);
@@ -56,4 +69,6 @@ export async function renameIntoPlace(tmp: string, path: string): Promise<void> 
     await unlink(tmp).catch(() => {});
     throw err;
   }
+  // A directory's fsync is refused on a few filesystems (EINVAL); the rename stands all the same.
+  await syncFile(dirname(path)).catch(() => {});
 }

@@ -6,10 +6,10 @@
  * never reads half a conflist; the temporary files of an install a crash cut
  * short are removed by the next one.
  */
-import { chmod, copyFile, mkdir, stat } from "node:fs/promises";
+import { chmod, copyFile, mkdir, stat, unlink } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
-import { renameIntoPlace, tempFileFor, writeFileAtomic } from "../common/atomic-write.js";
+import { renameIntoPlace, syncFile, tempFileFor, writeFileAtomic } from "../common/atomic-write.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";
@@ -65,8 +65,14 @@ export async function installExecutable(
   const dest = join(binDir, name);
   if (opts.keepExisting && (await stat(dest).catch(() => undefined))) return false;
   const tmp = tempFileFor(binDir, name);
-  await copyFile(source, tmp);
-  await chmod(tmp, 0o755);
+  try {
+    await copyFile(source, tmp);
+    await chmod(tmp, 0o755);
+    await syncFile(tmp);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
   await renameIntoPlace(tmp, dest);
   return true;
 }

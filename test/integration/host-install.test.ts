@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -79,6 +79,28 @@ describe("host install: files by temp file + rename", () => {
     utimesSync(join(dir, ".net.conflist.fedcba98.tmp"), old, old);
     await writeFileAtomic(join(dir, "net.conflist"), "{}");
     expect(existsSync(join(dir, ".net.conflist.fedcba98.tmp"))).to.equal(false);
+  });
+
+  it("an install cut short by a full disk leaves no partial temporary file, and the old plugin in place", async function () {
+    requireRoot(this);
+    // A 1 MiB tmpfs as the bin dir, and a 2 MiB plugin: the copy fails half-way with ENOSPC.
+    const binDir = join(dir, "bin-full");
+    mkdirSync(binDir);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", binDir]);
+    try {
+      writeFileSync(join(binDir, "plugin-big"), "old", { mode: 0o755 });
+      const src = join(dir, "plugin-big");
+      writeFileSync(src, Buffer.alloc(2 * 1024 * 1024, 1), { mode: 0o755 });
+      const err = await installExecutable(src, binDir).then(
+        () => undefined,
+        (e: NodeJS.ErrnoException) => e,
+      );
+      expect(err?.code).to.equal("ENOSPC");
+      expect(readdirSync(binDir)).to.deep.equal(["plugin-big"]);
+      expect(readFileSync(join(binDir, "plugin-big"), "utf8")).to.equal("old");
+    } finally {
+      execFileSync("umount", [binDir]);
+    }
   });
 
   it("install-cni puts the shim in (replacing an older one) and the plugins the host lacks, keeping the host's own", () => {
