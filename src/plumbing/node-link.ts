@@ -156,6 +156,17 @@ export async function removeNodeLink(
  */
 export async function enableIpv4Forwarding(path: string = IPV4_FORWARD_SYSCTL): Promise<boolean> {
   if ((await readFile(path, "utf8")).trim() === "1") return false;
-  await writeFile(path, "1\n");
+  try {
+    await writeFile(path, "1\n");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // A container that is not privileged gets /proc/sys read-only, even with the host's network.
+    if (code === "EROFS" || code === "EACCES" || code === "EPERM") {
+      throw new Error(
+        `net.ipv4.ip_forward is 0 on this node and ${path} cannot be written here (${code}): the midonet datapath needs it on; set it on the node (sysctl -w net.ipv4.ip_forward=1, kept in /etc/sysctl.d) or let the driver's container write /proc/sys`,
+      );
+    }
+    throw err;
+  }
   return true;
 }

@@ -10,8 +10,9 @@
  * checks are pinned by tables first; then the NodeConnectivity state machine
  * with fake plumbing; then a real driver as root.
  */
-import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import pino from "pino";
@@ -31,7 +32,11 @@ import {
   type NodeLinkPlan,
   nodeLinkPlan,
 } from "../../src/driver/node-connectivity.js";
-import { ensureNodeLink, type NodeLinkSpec } from "../../src/plumbing/node-link.js";
+import {
+  enableIpv4Forwarding,
+  ensureNodeLink,
+  type NodeLinkSpec,
+} from "../../src/plumbing/node-link.js";
 import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
 import { createNetns, deleteHostLink, uniqueTag } from "../support/netns.js";
@@ -1080,5 +1085,46 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
     // No resync brings it back while no network uses the midonet datapath.
     await sleep(RESYNC_S * 1000 * 1.5);
     expect(hostLink(nodeIf)).to.equal(undefined);
+  });
+});
+
+describe("node link: net.ipv4.ip_forward for the midonet datapath", () => {
+  let dir = "";
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "cni-driver-forwarding-"));
+  });
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("leaves it alone when on, and turns it on when off", async () => {
+    const sysctl = join(dir, "ip_forward");
+    writeFileSync(sysctl, "1\n");
+    expect(await enableIpv4Forwarding(sysctl)).to.equal(false);
+    writeFileSync(sysctl, "0\n");
+    expect(await enableIpv4Forwarding(sysctl)).to.equal(true);
+    expect(readFileSync(sysctl, "utf8")).to.equal("1\n");
+  });
+
+  it("off where /proc/sys is read-only (a container not privileged): fails naming the sysctl and the fix", async function () {
+    requireRoot(this);
+    const mnt = join(dir, "sys");
+    mkdirSync(mnt);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt]);
+    try {
+      const sysctl = join(mnt, "ip_forward");
+      writeFileSync(sysctl, "0\n");
+      execFileSync("mount", ["-o", "remount,ro", mnt]);
+      const err = await enableIpv4Forwarding(sysctl).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(err?.message).to.equal(
+        `net.ipv4.ip_forward is 0 on this node and ${sysctl} cannot be written here (EROFS): the midonet datapath needs it on; set it on the node (sysctl -w net.ipv4.ip_forward=1, kept in /etc/sysctl.d) or let the driver's container write /proc/sys`,
+      );
+      expect(readFileSync(sysctl, "utf8")).to.equal("0\n");
+    } finally {
+      execFileSync("umount", [mnt]);
+    }
   });
 });
