@@ -139,6 +139,11 @@ export class AttachmentIndex {
   }
 }
 
+/** The network a call went to, for its log line. */
+interface CallNetwork {
+  network?: string;
+}
+
 export class DriverService {
   constructor(private readonly d: ServiceDeps) {}
 
@@ -154,12 +159,13 @@ export class DriverService {
     return this.observe<PodResponse>(
       "ADD",
       req,
-      async () => {
+      async (call) => {
         const r = resolvePodRequest(req, "ADD");
         info = { ...info, pod: r.pod, network: r.network };
         step = "choosing the network";
         const list = this.network(r.network);
         info.network = list.name;
+        call.network = list.name;
         version = r.cniVersion ?? list.cniVersion;
         step = "waiting for the driver to be ready";
         this.requireReady();
@@ -200,13 +206,14 @@ export class DriverService {
     return this.observe<ErrorOnlyResponse>(
       "DEL",
       req,
-      async () => {
+      async (call) => {
         const r = resolvePodRequest(req, "DEL");
         const { containerId, ifName } = r.attachment;
         // The network is chosen under the lock: an ADD of this attachment in flight has indexed its own by then.
         const name = await this.d.locks.run(attachmentKey(containerId, ifName), async () => {
           const cfg = this.d.config.current();
           const network = r.network || this.networkOfAttachment(containerId, ifName);
+          call.network = network || undefined;
           if (!network)
             throw notReady([
               "no valid network configuration loaded, and the request names no network",
@@ -234,12 +241,13 @@ export class DriverService {
     return this.observe<ErrorOnlyResponse>(
       "CHECK",
       req,
-      async () => {
+      async (call) => {
         const r = resolvePodRequest(req, "CHECK");
         if (r.cniVersion) requireVerbSupported("CHECK", r.cniVersion);
         const { containerId, ifName } = r.attachment;
         await this.d.locks.run(attachmentKey(containerId, ifName), () => {
           const list = this.network(r.network || this.networkOfAttachment(containerId, ifName));
+          call.network = list.name;
           return this.d.executor.check(list, r.attachment);
         });
         return { error: null };
@@ -271,7 +279,7 @@ export class DriverService {
     return this.observe<CniStatusResponse>(
       "STATUS",
       undefined,
-      async () => {
+      async (call) => {
         requireApiVersion(req.api_version);
         const reasons = this.d.notReadyReasons();
         base.not_ready_reasons = reasons;
@@ -283,6 +291,7 @@ export class DriverService {
           );
         }
         const list = this.network(req.network);
+        call.network = list.name;
         await this.d.executor.status(list).catch((err) => {
           const e = CniError.from(err);
           // A plugin's own STATUS answer (50/51) passes through; anything else means "cannot serve".
@@ -300,13 +309,14 @@ export class DriverService {
     return this.observe<GarbageCollectResponse>(
       "GC",
       undefined,
-      async () => {
+      async (call) => {
         requireApiVersion(req.api_version);
         const errors: CniError[] = [];
         let removed = 0;
         await this.d.locks.exclusive(async () => {
           for (const n of req.networks) {
             const list = this.network(n.network);
+            call.network = call.network ? `${call.network},${list.name}` : list.name;
             const valid = n.valid_attachments.map((a) => ({
               containerId: a.container_id,
               ifName: a.ifname,
@@ -377,18 +387,24 @@ export class DriverService {
     if (reasons.length > 0) throw notReady(reasons);
   }
 
-  /** Times the call, logs one line and counts it, and turns any failure into the response's CNI error. */
+  /**
+   * Times the call, logs one line and counts it, and turns any failure into the
+   * response's CNI error. The line names the network the call went to, which
+   * `fn` sets once it has chosen it (a request naming none gets the default, or
+   * the network its attachment was set up on).
+   */
   private async observe<T>(
     verb: string,
     req: PodRequest | undefined,
-    fn: () => Promise<T>,
+    fn: (call: CallNetwork) => Promise<T>,
     onError: (e: WireCniError) => T,
   ): Promise<T> {
     const start = performance.now();
+    const call: CallNetwork = { network: req?.network || undefined };
     let error: CniError | undefined;
     let out: T;
     try {
-      out = await fn();
+      out = await fn(call);
       const wireErr = (out as { error?: WireCniError | null }).error;
       if (wireErr && wireErr.code !== 0)
         error = new CniError(wireErr.code, wireErr.msg, wireErr.details);
@@ -402,7 +418,7 @@ export class DriverService {
       verb,
       containerId: req?.container_id || undefined,
       ifName: req?.ifname || undefined,
-      network: req?.network || undefined,
+      network: call.network,
       durationMs,
       outcome: error ? "error" : "ok",
       code: error?.code,

@@ -5,6 +5,14 @@ import { requireReferencePlugins, requireRoot } from "../support/requirements.js
 import { until } from "../support/until.js";
 
 const OTHER_NETWORK = "fast-net";
+
+/** The driver's one log line per call (JSON), from its stderr. */
+function callLines(logs: string): Array<{ verb: string; containerId?: string; network?: string }> {
+  return logs
+    .split("\n")
+    .filter((l) => l.startsWith("{") && l.includes('"verb"'))
+    .map((l) => JSON.parse(l) as { verb: string; containerId?: string; network?: string });
+}
 const OTHER_SUBNET = "10.244.45.0/24";
 
 describe("cni-driver serve: DEL and CHECK naming no network after the default changed (integration)", function () {
@@ -15,7 +23,10 @@ describe("cni-driver serve: DEL and CHECK naming no network after the default ch
   before(async function () {
     requireRoot(this);
     requireReferencePlugins(this, "host-local");
-    h = new DriverHarness({ subnetOctet: 44, extraFlags: ["--deletion-queue-rescan", "1"] });
+    h = new DriverHarness({
+      subnetOctet: 44,
+      extraFlags: ["--deletion-queue-rescan", "1", "--log-level", "info"],
+    });
     await h.writeDefaultConfig();
     await h.start();
   });
@@ -71,5 +82,17 @@ describe("cni-driver serve: DEL and CHECK naming no network after the default ch
     expect(h.leases(OTHER_NETWORK)).to.have.length(1);
     expectNoCniError(await h.client.tearDownPod(h.podRequest(3, { network: "" })));
     expect(h.leases(OTHER_NETWORK)).to.deep.equal([]);
+
+    // Each call's log line names the network it went to, though the request named none.
+    const calls = callLines(h.logs);
+    const networkOf = (verb: string, i: number) =>
+      calls
+        .filter((c) => c.verb === verb && c.containerId === h.containerId(i))
+        .map((c) => c.network);
+    expect(networkOf("ADD", 1)).to.deep.equal([h.network]);
+    expect(networkOf("CHECK", 1)).to.deep.equal([h.network]);
+    expect(networkOf("DEL", 1)).to.deep.equal([h.network]);
+    expect(networkOf("ADD", 3)).to.deep.equal([OTHER_NETWORK]);
+    expect(networkOf("DEL", 3)).to.deep.equal([OTHER_NETWORK]);
   });
 });
