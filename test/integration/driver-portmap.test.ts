@@ -43,8 +43,6 @@ function readFrom(host: string, port: number): Promise<string> {
   });
 }
 
-/** Distinct random host ports in 20000–30000. */
-
 forEachHostLocalMode({ "in-process": 12, exec: 22 }, ({ hostLocal, flags, octet }) => {
   describe(`cni-driver serve, host-local ${hostLocal}: host ports through chained portmap (integration)`, function () {
     this.timeout(30_000);
