@@ -291,7 +291,7 @@ describe("midonet reconciler (against the API simulator)", function () {
     const after = topologyOf(sim.snapshot());
     expectTopology(sim.snapshot(), h.mapper.state);
     const gone = [...before.objects.keys()].filter((k) => !after.objects.has(k));
-    const jump = idForKey(TENANT, "ServicePortSub", "default/web/http/10.96.0.10/TCP/80");
+    const jump = idForKey(TENANT, "ServicePortSub", "default/web/http/10.96.0.10/6/80");
     expect(gone.sort()).to.deep.equal(
       [svcChain, jump, ...(before.chains.get(svcChain) ?? [])].sort(),
     );

@@ -477,7 +477,7 @@ describe("midonet/mapping", () => {
 
   describe("Service", () => {
     const chain = idForKey(TENANT, "ServicePort", "default/web/http");
-    const jump = idForKey(TENANT, "ServicePortSub", "default/web/http/10.96.0.10/TCP/80");
+    const jump = idForKey(TENANT, "ServicePortSub", "default/web/http/10.96.0.10/6/80");
     const web = service({
       type: "ClusterIP",
       clusterIP: "10.96.0.10",
@@ -507,6 +507,36 @@ describe("midonet/mapping", () => {
         ],
         flowAction: "accept",
       });
+    });
+
+    it("jump rule ids as the original's: the protocol as its number in the key (converter_test.go vectors)", () => {
+      // midonet-kubernetes pkg/converter/service/converter_test.go: service foo/bar,
+      // cluster IP 192.2.0.1, ports cat UDP 8000 and dog TCP 200 give the sub-resource
+      // keys "foo/bar/cat/192.2.0.1/17/8000" and "foo/bar/dog/192.2.0.1/6/200";
+      // sub.go: the jump rule's id is IDForKey("ServicePortSub", that key).
+      const m = mapService(
+        {
+          metadata: { namespace: "foo", name: "bar" },
+          spec: {
+            type: "ClusterIP",
+            clusterIP: "192.2.0.1",
+            ports: [
+              { name: "cat", protocol: "UDP", port: 8000 },
+              { name: "dog", protocol: "TCP", port: 200 },
+            ],
+          },
+        },
+        [],
+        config,
+      );
+      const services = config.ids.servicesChain;
+      const jumps = rulesOf(m, services).map((r) => r.key);
+      expect(jumps.sort()).to.deep.equal(
+        [
+          idForKey(TENANT, "ServicePortSub", "foo/bar/cat/192.2.0.1/17/8000"),
+          idForKey(TENANT, "ServicePortSub", "foo/bar/dog/192.2.0.1/6/200"),
+        ].sort(),
+      );
     });
 
     it("the service port chain: hairpin SNAT per endpoint first, then the DNAT", () => {

@@ -5,6 +5,7 @@
  *   Chain  IDForKey("ServicePort", "<ns>/<name>/<port name>")   KUBE-SVC-<ns>/<name>/<port name>
  *   Rule   in KUBE-SERVICES: jump to that chain
  *          {dlType 0x0800, nwDst clusterIP/32, nwProto 6|17|132, tpDst port..port}
+ *          IDForKey("ServicePortSub", "<ns>/<name>/<port name>/<clusterIP>/<nwProto>/<port>")
  *   Rules  in the service port chain, in this order:
  *          1..n  one SNAT per endpoint address {nwSrc ep/32 → clusterIP:30000-60000, continue}
  *                (hairpin: a pod reaching its own Service must see replies come back
@@ -179,7 +180,10 @@ export function mapService(
       [],
     );
 
-    const match = `${portKey}/${vip}/${protocol}/${p.port}`;
+    // The original's sub-resource key (pkg/converter/service/converter.go):
+    // "<ns>/<name>/<port name>/<cluster IP>/<IP protocol number>/<port>", the
+    // protocol as a number (6, 17), so a cluster moving from it keeps the id.
+    const match = `${portKey}/${vip}/${nwProto}/${p.port}`;
     b.add(
       {
         kind: "Rule",
