@@ -6,6 +6,7 @@
 
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { ipFamily } from "../cni/ip.js";
+import { goField } from "./builtin/host-local/ranges.js";
 
 export const POD_CIDR_V4 = "usePodCidr";
 export const POD_CIDR_V6 = "usePodCidrIPv6";
@@ -79,7 +80,8 @@ export function expandPodCidr(
     const ipam = plugin.ipam;
     // The node's lease directory (--host-local-data-dir) where the network sets none,
     // so tests and demos run under a temporary root and the cache records where leases live.
-    if (hostLocalDataDir && ipam.dataDir === undefined) ipam.dataDir = hostLocalDataDir;
+    // host-local reads the key in any case ("datadir"): one written so is the network's own.
+    if (hostLocalDataDir && goField(ipam, "dataDir") === undefined) ipam.dataDir = hostLocalDataDir;
     fill(ipam, podCidrs, () => where(i, plugin, "subnet"));
     if (!Array.isArray(ipam.ranges)) return;
     ipam.ranges.forEach((set: unknown, s: number) => {

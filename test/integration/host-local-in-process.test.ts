@@ -390,6 +390,24 @@ describe("host-local in-process vs the host-local binary", function () {
           }),
         ],
       },
+      {
+        // 1.1.1 takes the gateway as given: .1 is not skipped, and the result names fd00::1.
+        title: "a gateway of the other family is the result's gateway and skips nothing",
+        stdin: conf(
+          {},
+          { runtimeConfig: { ipRanges: [[{ subnet: "10.5.0.0/29", gateway: "fd00::1" }]] } },
+        ),
+        steps: [
+          add("c1", "10.5.0.1/29"),
+          add("c2", "10.5.0.2/29", {
+            stdin: conf(
+              {},
+              { runtimeConfig: { ipRanges: [[{ subnet: "10.5.0.0/29", gateway: "fd00::1" }]] } },
+              "0.3.1",
+            ),
+          }),
+        ],
+      },
     ];
     for (const c of cases) it(c.title, () => play(c.stdin, c.steps));
   });
@@ -781,6 +799,55 @@ describe("host-local in-process vs the host-local binary", function () {
       await pair.expectSameFiles();
     });
 
+    // Go's encoding/json matches keys to fields ignoring case: the binary
+    // reads these keys, and a lease in another dataDir would be a second lease.
+    it("keys in any case, as Go's JSON decoder matches them", () => {
+      const anyCase =
+        (top: Json): Stdin =>
+        (dir) => ({
+          cniVersion: "1.0.0",
+          name: NET,
+          ...top,
+          IPAM: {
+            type: "host-local",
+            DataDir: dir,
+            Routes: [{ DST: "0.0.0.0/0", GW: "10.9.0.1" }],
+            RANGES: [[{ Subnet: "10.9.0.0/29", rangestart: "10.9.0.3" }]],
+          },
+        });
+      return play(anyCase({}), [
+        add("c1", "10.9.0.3/29"),
+        add("c2", "10.9.0.5/29", { stdin: anyCase({ RuntimeConfig: { IPS: ["10.9.0.5"] } }) }),
+        add("c3", "10.9.0.6/29"),
+        del("c1"),
+      ]);
+    });
+
+    it("a lease file with a BOM or a non-canonical IPv6 name", async () => {
+      const pair = await Differential.create();
+      const v6 = conf({ ranges: [[{ subnet: "fd00:9::/125" }]] });
+      for (const dir of [pair.a, pair.b]) {
+        await mkdir(join(dir, NET), { recursive: true });
+        // Go's TrimSpace keeps a BOM: this lease is nobody's.
+        await writeFile(join(dir, NET, "fd00:9::5"), "\ufeffbom\r\neth0");
+        await writeFile(join(dir, NET, "fd00:9:0::2"), "c1\r\neth0");
+      }
+      for (const step of [
+        check("bom", fails("host-local: Failed to find address added by container bom")),
+        del("bom"),
+        // Named as Go prints the address.
+        add(
+          "c1",
+          fails(
+            "failed to allocate for range 0: fd00:9::2 has been allocated to c1, duplicate allocation is not allowed",
+          ),
+        ),
+      ]) {
+        expectWanted(await pair.call(v6, step), step.want, describeCall(step));
+      }
+      await pair.expectSameFiles();
+    });
+
     it("routes and resolvConf go into the result", async () => {
       const resolv = join(root, "resolv.conf");
       await writeFile(
@@ -861,6 +928,40 @@ describe("host-local in-process vs the host-local binary", function () {
         add("c1", fails(`open ${missing}: no such file or directory`)),
         del("c1"),
       ]);
+    });
+
+    // host-local reads resolvConf before it makes <dataDir>/<network>.
+    it("a resolvConf that cannot be read fails the ADD before the network's directory is made", async () => {
+      const missing = join(root, "no-such-resolv.conf");
+      await play(conf({ ...SMALL_V4, resolvConf: missing }), [
+        add("c1", fails(`open ${missing}: no such file or directory`)),
+      ]);
+      await play(conf({ ...SMALL_V4, resolvConf: root }), [
+        add("c1", fails(`read ${root}: is a directory`)),
+      ]);
+    });
+
+    it("a resolv.conf line of 64 KiB fails the ADD as bufio.Scanner does", async () => {
+      const resolv = join(root, "long-resolv.conf");
+      await writeFile(resolv, `nameserver 10.0.0.53\nsearch ${"x".repeat(65_536)}\n`);
+      await play(conf({ ...SMALL_V4, resolvConf: resolv }), [
+        add("c1", fails("bufio.Scanner: token too long")),
+      ]);
+    });
+
+    // The binary prints such a route as {"dst":"<nil>"}, a result no CNI
+    // consumer decodes; in-process the ADD fails, and must not keep its lease.
+    it("a route without dst: the in-process ADD fails and keeps no lease", async () => {
+      const pair = await Differential.create();
+      const stdin = conf({ ...SMALL_V4, routes: [{ gw: "10.9.0.1" }] });
+      const error = errorOf(await inProcess(add("c1"), stdin(pair.a)), "in-process");
+      expect(error.message).to.include("routes[0].dst");
+      expect(await snapshot(join(pair.a, NET))).to.deep.equal({
+        "last_reserved_ip.0": `644 ${JSON.stringify("10.9.0.2")}`,
+        lock: "",
+      });
+      const theirs = await binary(add("c1"), stdin(pair.b));
+      expect(theirs).to.have.nested.property("result.routes[0].dst", "<nil>");
     });
   });
 
@@ -977,6 +1078,105 @@ describe("host-local in-process vs the host-local binary", function () {
           "0.2.0",
         ),
         message: "CNI version 0.2.0 does not support more than 1 address per family",
+      },
+      {
+        // net.ParseCIDR keeps the address IPv4 and the mask IPv6.
+        title: "an IPv4-mapped IPv6 subnet",
+        stdin: conf({ ranges: [[{ subnet: "::ffff:10.9.0.0/120" }]] }),
+        message: "invalid range set 0: IPNet IP and Mask version mismatch",
+      },
+      {
+        title: "an IPv4-mapped IPv6 subnet of /96",
+        stdin: conf({ ranges: [[{ subnet: "::ffff:0:0/96" }]] }),
+        message: "invalid range set 0: IPNet IP and Mask version mismatch",
+      },
+      {
+        // rangeStart defaults to network+1 before rangeEnd is checked against it.
+        title: "a rangeEnd at the network address without a rangeStart",
+        stdin: conf({ ranges: [[{ subnet: "10.9.0.0/29", rangeEnd: "10.9.0.0" }]] }),
+        message: "invalid range set 0: RangeEnd 10.9.0.0 not in network 10.9.0.0/29",
+      },
+      {
+        title: "an empty subnet",
+        stdin: conf({ ranges: [[{ subnet: "" }]] }),
+        message: "invalid CIDR address: ",
+      },
+      {
+        title: "a null subnet",
+        stdin: conf({ ranges: [[{ subnet: null }]] }),
+        message: "invalid CIDR address: ",
+      },
+      {
+        title: "an empty legacy subnet next to valid ranges",
+        stdin: conf({ subnet: "", ...SMALL_V4 }),
+        message: "invalid CIDR address: ",
+      },
+      {
+        title: "a null range set",
+        stdin: conf({ ranges: [null] }),
+        message: "invalid range set 0: empty range set",
+      },
+      {
+        title: "a null range",
+        stdin: conf({ ranges: [[null]] }),
+        message: "invalid range set 0: IP <nil> not v4 nor v6",
+      },
+      {
+        title: "a dataDir that is not a string",
+        stdin: (dir) => ({
+          ...conf(SMALL_V4)(dir),
+          ipam: { ...SMALL_V4, type: "host-local", dataDir: 5 },
+        }),
+        message:
+          "json: cannot unmarshal number into Go struct field IPAMConfig.ipam.dataDir of type string",
+      },
+      {
+        title: "a dataDir that is a regular file",
+        stdin: (dir) => ({
+          ...conf(SMALL_V4)(dir),
+          ipam: { ...SMALL_V4, type: "host-local", dataDir: "/etc/hostname" },
+        }),
+        message: "mkdir /etc/hostname: not a directory",
+      },
+      {
+        title: "a resolvConf that is not a string",
+        stdin: conf({ ...SMALL_V4, resolvConf: true }),
+        message:
+          "json: cannot unmarshal bool into Go struct field IPAMConfig.ipam.resolvConf of type string",
+      },
+      {
+        title: "routes not a list",
+        stdin: conf({ ...SMALL_V4, routes: { dst: "0.0.0.0/0" } }),
+        message:
+          "json: cannot unmarshal object into Go struct field IPAMConfig.ipam.routes of type []*types.Route",
+      },
+      {
+        title: "a route that is not an object",
+        stdin: conf({ ...SMALL_V4, routes: [5] }),
+        message:
+          "json: cannot unmarshal number into Go struct field IPAMConfig.ipam.routes of type types.route",
+      },
+      {
+        title: "a route with a null dst",
+        stdin: conf({ ...SMALL_V4, routes: [{ dst: null }] }),
+        message: "invalid CIDR address: ",
+      },
+      {
+        title: "args not an object",
+        stdin: conf(SMALL_V4, { args: "x" }),
+        message:
+          'json: cannot unmarshal string into Go struct field Net.args of type struct { A *allocator.IPAMArgs "json:\\"cni\\"" }',
+      },
+      {
+        title: "runtimeConfig not an object",
+        stdin: conf(SMALL_V4, { runtimeConfig: 5 }),
+        message:
+          'json: cannot unmarshal number into Go struct field Net.runtimeConfig of type struct { IPRanges []allocator.RangeSet "json:\\"ipRanges,omitempty\\""; IPs []*ip.IP "json:\\"ips,omitempty\\"" }',
+      },
+      {
+        title: "an empty address in args.cni.ips (Go's nil net.IP)",
+        stdin: conf(SMALL_V4, { args: { cni: { ips: [""] } } }),
+        message: "cannot understand ip: IP <nil> not v4 nor v6",
       },
     ];
     for (const c of cases) {

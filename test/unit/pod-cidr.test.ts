@@ -59,6 +59,15 @@ describe("driver/pod-cidr expandPodCidr", () => {
     expect(ipamOf(out)).to.not.equal(ipamOf(input));
   });
 
+  it("gives host-local the node's lease directory only where the network names none, in any case of the key", () => {
+    const dirOf = (ipam: Json) =>
+      ipamOf(expandPodCidr(list(ptp({ type: "host-local", ...ipam })), BOTH, "/node/leases"));
+    expect(dirOf({}).dataDir).to.equal("/node/leases");
+    expect(dirOf({ dataDir: "/own" }).dataDir).to.equal("/own");
+    // host-local decodes "datadir" as dataDir: adding "dataDir" beside it would win over it.
+    expect(dirOf({ datadir: "/own" })).to.not.have.property("dataDir");
+  });
+
   it("does not touch another IPAM type's subnet", () => {
     const input = list(ptp({ type: "whereabouts", subnet: "usePodCidr" }));
     expect(expandPodCidr(input, BOTH)).to.deep.equal(input);

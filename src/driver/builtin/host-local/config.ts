@@ -7,15 +7,26 @@ import { loadArgs, parseCniArgs } from "../../../cni/args.js";
 import type { CniError } from "../../../cni/errors.js";
 import { type IpFamily, parseCidr, parseIp } from "../../../cni/ip.js";
 import { versionAtLeast } from "../../../cni/versions.js";
-import { bigToIp, ipToBig, type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
+import {
+  bigToIp,
+  goField,
+  ipToBig,
+  type RangeSet,
+  rangeSetsOf,
+  requireNoOverlaps,
+} from "./ranges.js";
 
 /** host-local's default when the config names no dataDir. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
 
 /** Where an `ipam` section's leases live: its dataDir, else host-local's default. */
 export function dataDirOf(ipam: Record<string, unknown>): string {
-  return typeof ipam.dataDir === "string" && ipam.dataDir !== "" ? ipam.dataDir : DEFAULT_DATA_DIR;
+  const dir = goField(ipam, "dataDir");
+  return typeof dir === "string" && dir !== "" ? dir : DEFAULT_DATA_DIR;
 }
+
+/** An entry of `args.cni.ips` or runtimeConfig `ips` that is "": Go's nil net.IP, refused after CNI_ARGS. */
+const NIL_IP = "nil";
 
 export interface RequestedIp {
   family: IpFamily;
@@ -54,9 +65,10 @@ function parseRequested(text: string): RequestedIp | undefined {
 }
 
 /** An entry of `args.cni.ips` or runtimeConfig `ips`, refused as ip.IP's UnmarshalText refuses it. */
-function requestedFromJson(value: unknown, from: string): RequestedIp {
+function requestedFromJson(value: unknown, from: string): RequestedIp | typeof NIL_IP {
   if (typeof value !== "string")
     throw new Error(`${from}: cannot unmarshal ${JSON.stringify(value)} into an IP address`);
+  if (value === "") return NIL_IP;
   const ip = parseRequested(value);
   if (!ip) throw new Error(`invalid IP address ${value}`);
   return ip;
@@ -68,31 +80,97 @@ function requestedFromJson(value: unknown, from: string): RequestedIp {
  * net.ParseCIDR's and net.IP's complaints.
  */
 function routesOf(value: unknown): unknown {
-  if (!Array.isArray(value)) return value;
+  if (value === undefined || value === null) return value;
+  if (!Array.isArray(value)) throw jsonTypeError(value, "IPAMConfig.ipam.routes", "[]*types.Route");
   return value.map((route) => {
-    if (!isObject(route)) return route;
-    const { dst, gw } = route;
-    if (typeof dst === "string" && !parseCidr(dst)) throw new Error(`invalid CIDR address: ${dst}`);
+    if (route === null) return route;
+    if (!isObject(route)) throw jsonTypeError(route, "IPAMConfig.ipam.routes", "types.route");
+    const dst = goField(route, "dst");
+    const gw = goField(route, "gw");
+    // types.IPNet decodes null as "", which net.ParseCIDR refuses.
+    if ((typeof dst === "string" || dst === null) && !parseCidr(dst ?? ""))
+      throw new Error(`invalid CIDR address: ${dst ?? ""}`);
     if (typeof gw === "string" && gw !== "" && !parseIp(gw))
       throw new Error(`invalid IP address: ${gw}`);
     return { dst, ...(gw !== undefined && gw !== null && gw !== "" ? { gw } : {}) };
   });
 }
 
+/** Go's encoding/json words for a value of the wrong JSON type. */
+function jsonTypeError(value: unknown, field: string, type: string): Error {
+  const kind = Array.isArray(value)
+    ? "array"
+    : typeof value === "object"
+      ? "object"
+      : typeof value === "boolean"
+        ? "bool"
+        : typeof value;
+  return new Error(`json: cannot unmarshal ${kind} into Go struct field ${field} of type ${type}`);
+}
+
+/** A key Go decodes into a struct: an object, null, or absent. */
+function structField(
+  obj: JsonObject,
+  key: string,
+  field: string,
+  type: string,
+): JsonObject | undefined {
+  const v = goField(obj, key);
+  if (v === undefined || v === null) return undefined;
+  if (!isObject(v)) throw jsonTypeError(v, field, type);
+  return v;
+}
+
+/** A key Go decodes into a slice: a list, null, or absent ([]). */
+function listField(obj: JsonObject, key: string, field: string, type: string): unknown[] {
+  const v = goField(obj, key);
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw jsonTypeError(v, field, type);
+  return v;
+}
+
+/** A key Go decodes into a string: a string, null, or absent (""). */
+function stringField(obj: JsonObject, key: string, field: string): string {
+  const v = goField(obj, key);
+  if (v === undefined || v === null) return "";
+  if (typeof v !== "string") throw jsonTypeError(v, field, "string");
+  return v;
+}
+
 /** LoadIPAMConfig, for the plugin's stdin object and CNI_ARGS text. */
 export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLocalConfig {
-  const ipam = stdin.ipam;
   // What Go's json.Unmarshal of the whole stdin refuses is reported first.
-  const args = isObject(stdin.args) && isObject(stdin.args.cni) ? stdin.args.cni : undefined;
-  const fromArgs = Array.isArray(args?.ips)
-    ? args.ips.map((ip) => requestedFromJson(ip, "args.cni.ips"))
-    : [];
-  const runtime = isObject(stdin.runtimeConfig) ? stdin.runtimeConfig : {};
-  const fromRuntime = Array.isArray(runtime.ips)
-    ? runtime.ips.map((ip) => requestedFromJson(ip, "runtimeConfig.ips"))
-    : [];
-  const routes = isObject(ipam) ? routesOf(ipam.routes) : undefined;
-  if (!isObject(ipam)) throw new Error("IPAM config missing 'ipam' key");
+  const ipam = structField(stdin, "ipam", "Net.ipam", "allocator.IPAMConfig");
+  const argsKey = structField(
+    stdin,
+    "args",
+    "Net.args",
+    'struct { A *allocator.IPAMArgs "json:\\"cni\\"" }',
+  );
+  const args = argsKey && structField(argsKey, "cni", "Net.args.cni", "allocator.IPAMArgs");
+  const fromArgs = (args ? listField(args, "ips", "Net.args.cni.ips", "[]*ip.IP") : []).map((ip) =>
+    requestedFromJson(ip, "args.cni.ips"),
+  );
+  const runtime =
+    structField(
+      stdin,
+      "runtimeConfig",
+      "Net.runtimeConfig",
+      'struct { IPRanges []allocator.RangeSet "json:\\"ipRanges,omitempty\\""; IPs []*ip.IP "json:\\"ips,omitempty\\"" }',
+    ) ?? {};
+  const fromRuntime = listField(runtime, "ips", "Net.runtimeConfig.ips", "[]*ip.IP").map((ip) =>
+    requestedFromJson(ip, "runtimeConfig.ips"),
+  );
+  const runtimeIpRanges = listField(
+    runtime,
+    "ipRanges",
+    "Net.runtimeConfig.ipRanges",
+    "[]allocator.RangeSet",
+  );
+  const routes = ipam && routesOf(goField(ipam, "routes"));
+  const dataDir = ipam && stringField(ipam, "dataDir", "IPAMConfig.ipam.dataDir");
+  const resolvConf = ipam && stringField(ipam, "resolvConf", "IPAMConfig.ipam.resolvConf");
+  if (!ipam) throw new Error("IPAM config missing 'ipam' key");
 
   const asked: RequestedIp[] = [];
   // host-local keeps the requested addresses in a map keyed by their text: one address asked twice is one.
@@ -117,23 +195,29 @@ export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLoc
       ask(parsed);
     }
   }
-  for (const ip of [...fromArgs, ...fromRuntime]) ask(ip);
+  for (const ip of [...fromArgs, ...fromRuntime]) {
+    if (ip === NIL_IP) throw new Error("cannot understand ip: IP <nil> not v4 nor v6");
+    ask(ip);
+  }
 
-  const rangeSets = rangeSetsOf(ipam, { runtimeIpRanges: runtime.ipRanges, checkOverlaps: false });
+  const rangeSets = rangeSetsOf(ipam, {
+    runtimeIpRanges,
+    checkOverlaps: false,
+  });
   if (rangeSets.length === 0) throw new Error("no IP ranges specified");
-  const cniVersion = typeof stdin.cniVersion === "string" ? stdin.cniVersion : "";
+  const version = goField(stdin, "cniVersion");
+  const cniVersion = typeof version === "string" ? version : "";
   const perFamily = (f: IpFamily) => rangeSets.filter((s) => s[0]!.family === f).length;
   if ((perFamily(4) > 1 || perFamily(6) > 1) && !versionAtLeast(cniVersion || "0.1.0", "0.3.0")) {
     throw new Error(`CNI version ${cniVersion} does not support more than 1 address per family`);
   }
   requireNoOverlaps(rangeSets);
+  const name = goField(stdin, "name");
   return {
-    name: typeof stdin.name === "string" ? stdin.name : "",
+    name: typeof name === "string" ? name : "",
     cniVersion,
-    dataDir: dataDirOf(ipam),
-    ...(typeof ipam.resolvConf === "string" && ipam.resolvConf !== ""
-      ? { resolvConf: ipam.resolvConf }
-      : {}),
+    dataDir: dataDir || DEFAULT_DATA_DIR,
+    ...(resolvConf ? { resolvConf } : {}),
     ...(routes !== undefined && routes !== null ? { routes } : {}),
     rangeSets,
     requested: asked,

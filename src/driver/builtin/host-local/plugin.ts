@@ -30,7 +30,7 @@ import {
   rangeFor,
   rangeSetString,
 } from "./ranges.js";
-import { HostLocalStore, leaseOwner } from "./store.js";
+import { goPathError, HostLocalStore, leaseOwner } from "./store.js";
 
 export const HOST_LOCAL_TYPE = "host-local";
 
@@ -61,11 +61,13 @@ async function runVerb(inv: PluginInvocation, opts: HostLocalPluginOptions): Pro
   const conf = loadHostLocalConfig(inv.config, inv.cniArgs ?? "");
   const id = inv.containerId ?? "";
   const ifName = inv.ifName ?? "";
+  // ADD reads resolvConf before it makes the network's directory.
+  const dns = inv.command === "ADD" && conf.resolvConf ? parseResolvConf(conf.resolvConf) : {};
   const store = new HostLocalStore(conf.name, conf.dataDir);
   const locked = <T>(fn: () => T) => store.locked(opts.lockTimeoutMs, fn);
   switch (inv.command) {
     case "ADD":
-      return add(conf, store, locked, id, ifName);
+      return add(conf, dns, store, locked, id, ifName);
     case "DEL": {
       // Every range set releases by id; host-local goes on past errors and joins them.
       const errors: string[] = [];
@@ -99,12 +101,12 @@ type Locked = <T>(fn: () => T) => Promise<T>;
 
 async function add(
   conf: HostLocalConfig,
+  dns: DNS,
   store: HostLocalStore,
   locked: Locked,
   id: string,
   ifName: string,
 ): Promise<unknown> {
-  const dns = conf.resolvConf ? parseResolvConf(conf.resolvConf) : {};
   const pending = [...conf.requested];
   const ips: Array<{ address: string; gateway: string }> = [];
   const releaseAll = async () => {
@@ -129,14 +131,22 @@ async function add(
       `failed to allocate all requested IPs: ${pending.map((ip) => ip.text).join(" ")}`,
     );
   }
-  const result = parseResult({
-    cniVersion: "1.0.0",
-    ips,
-    ...(conf.routes !== undefined ? { routes: conf.routes } : {}),
-    dns,
-  });
+  let out: ReturnType<typeof convertResult>;
   const version = requireSupportedVersion(conf.cniVersion || "0.1.0");
-  const out = convertResult(result, version);
+  try {
+    const result = parseResult({
+      cniVersion: "1.0.0",
+      ips,
+      ...(conf.routes !== undefined ? { routes: conf.routes } : {}),
+      dns,
+    });
+    out = convertResult(result, version);
+  } catch (err) {
+    // A result the driver cannot carry (a route without `dst`, which the
+    // binary prints as "<nil>") fails the ADD: its leases must not stay.
+    await releaseAll();
+    throw err;
+  }
   // The binary's libcni (before 1.2, which brought 1.1.0) writes a 1.0.0
   // result's dns even when empty; the driver's own output drops it either way.
   if (version === "1.0.0" && !("dns" in out)) return { ...out, dns: {} };
@@ -154,12 +164,12 @@ function allocate(
 ): { address: string; gateway: string } {
   const leased = (r: HostLocalRange, ip: bigint) => ({
     address: `${bigToIp(ip, r.family)}/${r.subnet.prefix}`,
-    gateway: bigToIp(r.gateway, r.family),
+    gateway: bigToIp(r.gateway, r.gatewayFamily),
   });
   if (wanted) {
     const r = rangeFor(set, wanted.family, wanted.value);
     if (!r) throw new Error(`${wanted.text} not in range set ${rangeSetString(set)}`);
-    if (wanted.value === r.gateway)
+    if (isGateway(r, wanted.value))
       throw new Error(`requested ip ${bigToIp(wanted.value, r.family)} is subnet's gateway`);
     if (!store.reserve(id, ifName, bigToIp(wanted.value, r.family), rangeId)) {
       throw new Error(
@@ -171,8 +181,12 @@ function allocate(
   // Duplicate allocation is not allowed by the spec.
   for (const ip of store.getById(id, ifName)) {
     const a = parseAddress(ip);
-    if (a && rangeFor(set, a.family, a.value))
-      throw new Error(`${ip} has been allocated to ${id}, duplicate allocation is not allowed`);
+    // Named as Go prints the address, whatever the lease file's name ("fd00:9:0::2").
+    if (a && rangeFor(set, a.family, a.value)) {
+      throw new Error(
+        `${bigToIp(a.value, a.family)} has been allocated to ${id}, duplicate allocation is not allowed`,
+      );
+    }
   }
   for (const [r, ip] of candidates(set, store.lastReservedIp(rangeId))) {
     if (store.reserve(id, ifName, bigToIp(ip, r.family), rangeId)) return leased(r, ip);
@@ -212,22 +226,32 @@ function* candidates(
       if (startIp === undefined) startIp = cur;
       else if (cur === startIp) return;
     }
-    if (cur !== r.gateway) yield [r, cur];
+    if (!isGateway(r, cur)) yield [r, cur];
   }
 }
 
+/** net.IP.Equal against the range's gateway, which may be of the other family. */
+const isGateway = (r: HostLocalRange, ip: bigint): boolean =>
+  r.gatewayFamily === r.family && ip === r.gateway;
+
+/** bufio.Scanner's limit: a line of this many bytes or more fails the scan. */
+const MAX_SCAN_TOKEN = 64 * 1024;
+
 /** parseResolvConf: nameserver, domain, search and options lines. */
 function parseResolvConf(path: string): DNS {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = readFileSync(path, "utf8");
+    bytes = readFileSync(path);
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    const why = e.code === "ENOENT" ? "no such file or directory" : e.message;
-    throw new Error(`open ${path}: ${why}`);
+    // os.Open takes a directory; reading it is what fails.
+    const op = (err as NodeJS.ErrnoException).code === "EISDIR" ? "read" : "open";
+    throw goPathError(op, path, err);
   }
   const dns: DNS = {};
-  for (const raw of text.split("\n")) {
+  const lines = bytes.toString("utf8").split("\n");
+  if (lines.some((l) => Buffer.byteLength(l) >= MAX_SCAN_TOKEN))
+    throw new Error("bufio.Scanner: token too long");
+  for (const raw of lines) {
     const line = raw.trim();
     if (line === "" || line.startsWith("#") || line.startsWith(";")) continue;
     const fields = line.split(/\s+/);

@@ -24,6 +24,8 @@ export interface HostLocalRange {
   start: bigint;
   end: bigint;
   gateway: bigint;
+  /** host-local 1.1.1 takes a gateway of the other family as given. */
+  gatewayFamily: IpFamily;
 }
 
 /** One entry of `ranges`: addresses from any of its ranges, all of one family. */
@@ -69,9 +71,27 @@ export function rangeSetString(set: RangeSet): string {
 
 type JsonObject = Record<string, unknown>;
 
+/** Go's encoding/json folds case as it matches a key to a field: ASCII letters, and ſ and K (Kelvin) for s and k. */
+const foldKey = (key: string): string =>
+  key
+    .replace(/\u017f/g, "s")
+    .replace(/\u212a/g, "k")
+    .replace(/[A-Z]/g, (c) => c.toLowerCase());
+
+/**
+ * The value Go's encoding/json decodes into the field `key` of a struct: that
+ * of the last key matching it whatever its case ("datadir", "Ranges"
+ * and "RANGESTART" are host-local's keys too); undefined when none does.
+ */
+export function goField(obj: JsonObject, key: string): unknown {
+  let value: unknown;
+  for (const k of Object.keys(obj)) if (foldKey(k) === foldKey(key)) value = obj[k];
+  return value;
+}
+
 /** An address key of a range: absent, null or "" is unset, as Go's net.IP reads them. */
 function optionalAddress(range: JsonObject, key: string): ReturnType<typeof parseAddress> {
-  const v = range[key];
+  const v = goField(range, key);
   if (v === undefined || v === null || v === "") return undefined;
   if (typeof v !== "string") throw new Error(`${key} must be a string`);
   const ip = parseAddress(v);
@@ -79,11 +99,16 @@ function optionalAddress(range: JsonObject, key: string): ReturnType<typeof pars
   return ip;
 }
 
-/** A range host-local refuses, in its words; `subnet` is the subnet as written, when there is one. */
+/**
+ * A range host-local refuses, in its words; `subnet` is the subnet as written,
+ * when there is one. `decoding`: refused as Go's JSON decoder refuses it, so
+ * not as one range set's fault.
+ */
 export class RangeConfigError extends Error {
   constructor(
     message: string,
     readonly subnet?: string,
+    readonly decoding = false,
   ) {
     super(message);
     this.name = "RangeConfigError";
@@ -103,31 +128,41 @@ export function parseRange(value: unknown, strict = false): HostLocalRange {
   try {
     return canonicalRange(value, strict);
   } catch (err) {
-    const subnet = (value as JsonObject | null)?.subnet;
+    const subnet = isObject(value) ? goField(value, "subnet") : undefined;
     throw new RangeConfigError(
       (err as Error).message,
       typeof subnet === "string" ? subnet : undefined,
+      err instanceof RangeConfigError && err.decoding,
     );
   }
 }
 
+const isObject = (v: unknown): v is JsonObject =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
 type Address = { family: IpFamily; value: bigint };
 
 function canonicalRange(value: unknown, strict: boolean): HostLocalRange {
-  if (typeof value !== "object" || value === null || Array.isArray(value))
+  // A null range is Go's zero Range: one without a subnet.
+  if (value === null) value = {};
+  if (typeof value !== "object" || Array.isArray(value))
     throw new Error("must be an object with a 'subnet'");
   const range = value as JsonObject;
-  const text = range.subnet;
-  if (text === undefined || text === null || text === "")
-    throw new Error(strict ? "missing 'subnet'" : "IP <nil> not v4 nor v6");
-  if (typeof text !== "string") throw new Error("'subnet' must be a string");
-  const subnet = parseCidr(text);
-  if (!subnet) throw new Error(`invalid CIDR address: ${text}`);
+  const text = goField(range, "subnet");
+  if (text === undefined) throw new Error(strict ? "missing 'subnet'" : "IP <nil> not v4 nor v6");
+  // types.IPNet decodes null as "", which net.ParseCIDR refuses.
+  if (text !== null && typeof text !== "string") throw new Error("'subnet' must be a string");
+  const subnet = parseCidr(text ?? "");
+  if (!subnet) throw new RangeConfigError(`invalid CIDR address: ${text ?? ""}`, undefined, true);
   const family = subnet.family;
   const bits = width(family);
   // host-local cannot allocate from a /31 or /32 (a /127 or /128).
   if (subnet.prefix > bits - 2)
     throw new Error(`Network ${formatCidr(subnet)} too small to allocate from`);
+  // An IPv4-mapped IPv6 subnet ("::ffff:10.1.0.0/120") is an IPv4 address with
+  // an IPv6 mask to host-local, which it refuses.
+  if (family === 4 && (text ?? "").split("/")[0]!.includes(":"))
+    throw new Error("IPNet IP and Mask version mismatch");
   const network = cidrNetwork(subnet);
   if (cidrHasHostBits(subnet)) {
     throw new Error(
@@ -145,16 +180,18 @@ function canonicalRange(value: unknown, strict: boolean): HostLocalRange {
     throw new Error(`gateway ${show(gw)} not in network ${subnetText}`);
   const startIp = optionalAddress(range, "rangeStart");
   const endIp = optionalAddress(range, "rangeEnd");
-  // Range.Contains, with whichever of start and end the config gave.
+  // Range.Contains, with the given rangeEnd if any and the rangeStart, which
+  // is network+1 unless given by the time rangeEnd is checked.
+  const start: Address = startIp ?? { family, value: net + 1n };
   const contained = (ip: Address, what: string) => {
     const afterEnd = endIp && ip.value > endIp.value;
-    const beforeStart = startIp && ip.value < startIp.value;
+    const beforeStart = ip.value < start.value;
     if (inSubnet(ip) && !afterEnd && !beforeStart) return;
     const why =
       strict && inSubnet(ip)
         ? afterEnd
           ? ` (it is after rangeEnd ${show(endIp)})`
-          : ` (it is before rangeStart ${show(startIp!)})`
+          : ` (it is before rangeStart ${show(start)})`
         : "";
     throw new Error(`${what} ${show(ip)} not in network ${subnetText}${why}`);
   };
@@ -163,9 +200,10 @@ function canonicalRange(value: unknown, strict: boolean): HostLocalRange {
   return {
     family,
     subnet,
-    start: startIp ? startIp.value : net + 1n,
+    start: start.value,
     end: endIp ? endIp.value : family === 4 ? last - 1n : last,
     gateway: gw ? gw.value : net + 1n,
+    gatewayFamily: gw ? gw.family : family,
   };
 }
 
@@ -177,6 +215,8 @@ function overlaps(a: HostLocalRange, b: HostLocalRange): boolean {
 
 /** RangeSet.Canonicalize: non-empty, one family, no two ranges overlapping. */
 export function parseRangeSet(value: unknown, strict = false): RangeSet {
+  // A null range set is Go's nil RangeSet: an empty one.
+  if (value === null) value = [];
   if (!Array.isArray(value)) throw new Error("must be a list of ranges");
   if (value.length === 0) throw new Error("empty range set");
   const set = value.map((r) => parseRange(r, strict));
@@ -210,24 +250,30 @@ export function rangeSetsOf(
   const { runtimeIpRanges, checkOverlaps = true, strict = false } = opts;
   const raw: unknown[] = [];
   if (Array.isArray(runtimeIpRanges)) raw.push(...runtimeIpRanges);
-  if (ipam.subnet !== undefined && ipam.subnet !== null && ipam.subnet !== "") {
+  const subnet = goField(ipam, "subnet");
+  if (subnet !== undefined) {
+    // The legacy range: decoded whenever `subnet` is there (null and "" are
+    // refused, as types.IPNet refuses them), used when it is an address.
+    if (subnet === null || subnet === "") throw new Error("invalid CIDR address: ");
     raw.push([
       {
-        subnet: ipam.subnet,
-        rangeStart: ipam.rangeStart,
-        rangeEnd: ipam.rangeEnd,
-        gateway: ipam.gateway,
+        subnet,
+        rangeStart: goField(ipam, "rangeStart"),
+        rangeEnd: goField(ipam, "rangeEnd"),
+        gateway: goField(ipam, "gateway"),
       },
     ]);
   }
-  if (ipam.ranges !== undefined && ipam.ranges !== null) {
-    if (!Array.isArray(ipam.ranges)) throw new Error("'ranges' must be a list of range sets");
-    raw.push(...ipam.ranges);
+  const ranges = goField(ipam, "ranges");
+  if (ranges !== undefined && ranges !== null) {
+    if (!Array.isArray(ranges)) throw new Error("'ranges' must be a list of range sets");
+    raw.push(...ranges);
   }
   const sets = raw.map((set, i) => {
     try {
       return parseRangeSet(set, strict);
     } catch (err) {
+      if (err instanceof RangeConfigError && err.decoding) throw err;
       const subnet = err instanceof RangeConfigError ? err.subnet : undefined;
       throw new RangeConfigError(`invalid range set ${i}: ${(err as Error).message}`, subnet);
     }

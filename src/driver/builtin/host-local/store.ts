@@ -13,22 +13,65 @@ import {
   closeSync,
   constants,
   ftruncateSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
+  statSync,
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parseIp } from "../../../cni/ip.js";
 import { withFileLock } from "./file-lock.js";
 
 const LAST_IP_FILE_PREFIX = "last_reserved_ip.";
 const LINE_BREAK = "\r\n";
 
-/** Go's strings.TrimSpace, near enough: host-local trims ids and file contents. */
-const trim = (s: string): string => s.trim();
+/**
+ * Go's strings.TrimSpace (unicode.IsSpace), with which host-local trims ids
+ * and file contents: unlike String.prototype.trim, it keeps a BOM and drops U+0085.
+ */
+const GO_SPACE =
+  "[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+const GO_TRIM = new RegExp(`^${GO_SPACE}+|${GO_SPACE}+$`, "g");
+const trim = (s: string): string => s.replace(GO_TRIM, "");
+
+/** Go's text for a failed system call's errno, where Node's (libuv's) differs or is wrapped. */
+const GO_ERRNO_TEXT: Record<string, string> = {
+  EISDIR: "is a directory",
+  ELOOP: "too many levels of symbolic links",
+  ENAMETOOLONG: "file name too long",
+};
+
+/** An fs error as Go's os.PathError prints it: "<op> <path>: <errno text>". */
+export function goPathError(op: string, path: string, err: unknown): Error {
+  const e = err as NodeJS.ErrnoException;
+  const text =
+    (e.code && GO_ERRNO_TEXT[e.code]) ?? /^\w+: ([^,]*)/.exec(e.message)?.[1] ?? e.message;
+  return new Error(`${op} ${path}: ${text}`);
+}
+
+/** os.MkdirAll, with its error: the first path along the way that is not a directory, or could not be made. */
+function mkdirAll(path: string, mode: number): void {
+  try {
+    if (statSync(path).isDirectory()) return;
+    throw goPathError("mkdir", path, { code: "ENOTDIR", message: "ENOTDIR: not a directory" });
+  } catch (err) {
+    if (!(err as NodeJS.ErrnoException).code) throw err;
+  }
+  const parent = dirname(path);
+  if (parent !== path) mkdirAll(parent, mode);
+  try {
+    mkdirSync(path, mode);
+  } catch (err) {
+    try {
+      if (lstatSync(path).isDirectory()) return;
+    } catch {}
+    throw goPathError("mkdir", path, err);
+  }
+}
 
 /** What a lease file of this attachment holds: "<container id>\r\n<ifname>". */
 export function leaseOwner(id: string, ifName: string): string {
@@ -42,7 +85,7 @@ export class HostLocalStore {
   /** The network's store; its directory is made (0755) unless `create` is false, as disk.New makes it. */
   constructor(network: string, dataDir: string, create = true) {
     this.dir = join(dataDir, network);
-    if (create) mkdirSync(this.dir, { recursive: true, mode: 0o755 });
+    if (create) mkdirAll(this.dir, 0o755);
   }
 
   /** Runs `fn` under host-local's lock for this network. */
