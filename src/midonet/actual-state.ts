@@ -15,9 +15,17 @@
  * Not ours, whatever the listing shows: the Local /32 routes MidoNet adds for
  * each router port address and learned routes (MidoNet keeps them itself).
  *
+ * MAC and ARP tables need more care: MidoNet lists the entries its datapath
+ * LEARNED along with those created through the API, one value per MAC (per
+ * IP), a learned value over a persistent one, and nothing tells them apart. So
+ * an entry is ours only where we could have created it (see tableOwnership),
+ * and a desired entry hidden behind a learned value is looked up by itself.
+ *
  * The cost is a few list calls per device (ports, routes, MAC and ARP tables,
- * rules), never one call per object, and never a write.
+ * rules), never one call per object (a GET per hidden MAC or ARP entry aside),
+ * and never a write.
  */
+import { cidrContains, formatIp, type ParsedCidr, parseCidr, parseIp } from "../cni/ip.js";
 import type { MidonetClient } from "./api.js";
 import { isNameBasedUuid } from "./ids.js";
 import { deepEqual } from "./mapping/diff.js";
@@ -26,6 +34,8 @@ import { resourceKey } from "./mapping/model.js";
 import type {
   Bridge,
   Chain,
+  IP4Mac,
+  MacPort,
   MidonetObject,
   Port,
   ResourceKind,
@@ -133,6 +143,7 @@ export async function readActualState(
   }
 
   const ports: Port[] = [];
+  const routerPortsById = new Map<string, RouterPort>();
   const ourRouters = routers.filter(ours) as (Router & { id: string })[];
   const routerContents = await mapLimit(ourRouters, READ_CONCURRENCY, (router) =>
     Promise.all([client.ports.listOnRouter(router.id), client.routes.list(router.id)]),
@@ -145,6 +156,7 @@ export async function readActualState(
       put({ kind: "Port", parentId: router.id, body: p }, mine);
       if (mine) ourPorts.add(p.id as string);
       ports.push(p);
+      if (p.type === "Router") routerPortsById.set((p.id as string).toLowerCase(), p);
     }
     for (const route of routes as (Route & { id: string })[]) {
       if (route.type === "Local" || route.learned === true) continue;
@@ -160,6 +172,8 @@ export async function readActualState(
       client.arpTable.list(bridge.id),
     ]),
   );
+  // Table key (bridge, MAC or IP) → the value listed: what a missing entry may hide behind.
+  const listedValues = new Map<string, string>();
   for (const [i, bridge] of ourBridges.entries()) {
     put({ kind: "Bridge", body: bridge }, true);
     const [bridgePorts, macs, arps] = bridgeContents[i] ?? [[], [], []];
@@ -169,23 +183,21 @@ export async function readActualState(
       if (mine) ourPorts.add(p.id as string);
       ports.push(p);
     }
+    const owns = tableOwnership(bridgePorts, routerPortsById, desiredLinks, oursInside);
     for (const m of macs) {
-      put(
-        {
-          kind: "MacPort",
-          parentId: bridge.id,
-          body: { macAddr: m.macAddr.toLowerCase(), portId: m.portId.toLowerCase() },
-        },
-        true,
-      );
+      const body = { macAddr: m.macAddr.toLowerCase(), portId: m.portId.toLowerCase() };
+      put({ kind: "MacPort", parentId: bridge.id, body }, owns.mac(body));
+      listedValues.set(tableKey({ kind: "MacPort", parentId: bridge.id, body }), body.portId);
     }
     for (const a of arps) {
-      put(
-        { kind: "IP4Mac", parentId: bridge.id, body: { ip: a.ip, mac: a.mac.toLowerCase() } },
-        true,
-      );
+      const body = { ip: a.ip, mac: a.mac.toLowerCase() };
+      put({ kind: "IP4Mac", parentId: bridge.id, body }, owns.arp(body));
+      listedValues.set(tableKey({ kind: "IP4Mac", parentId: bridge.id, body }), body.mac);
     }
   }
+  const hidden = hiddenEntries(options.desired, objects, listedValues);
+  const found = await mapLimit(hidden, READ_CONCURRENCY, (entry) => client.get(entry));
+  for (const [i, entry] of hidden.entries()) if (found[i] !== undefined) put(entry, true);
 
   // Links and bindings are read off the ports: one link per pair, named from the
   // side the desired state names (the API links both ways at once).
@@ -253,6 +265,91 @@ export async function readActualState(
 
   const orphans = [...owned].filter((key) => !options.isDesired(key));
   return { objects, chainOrder, orphans };
+}
+
+// ---------------------------------------------------------------------------
+// MAC and ARP tables
+// ---------------------------------------------------------------------------
+
+type TableEntry =
+  | { kind: "MacPort"; parentId: string; body: MacPort }
+  | { kind: "IP4Mac"; parentId: string; body: IP4Mac };
+
+/** What MidoNet keys a table by (one listed value each): the MAC of a MAC entry, the IP of an ARP entry. */
+function tableKey(e: TableEntry): string {
+  return e.kind === "MacPort"
+    ? `${e.parentId}/mac/${e.body.macAddr.toLowerCase()}`
+    : `${e.parentId}/ip/${e.body.ip}`;
+}
+
+/** The value listed under that key: a MAC entry's port, an ARP entry's MAC. */
+function tableValue(e: TableEntry): string {
+  return e.kind === "MacPort" ? e.body.portId.toLowerCase() : e.body.mac.toLowerCase();
+}
+
+/**
+ * Which listed MAC and ARP entries of a bridge are ours. The datapath learns
+ * entries on every port (the router's MAC on the link port, pods' and foreign
+ * MACs, IPs seen in ARP) and MidoNet lists them with ours, so an entry counts
+ * as ours only where the mapping puts entries, and nothing wider:
+ * - a MAC entry on a node or pod port: a port with one of our ids (wanted, or
+ *   name-based, so a deleted pod's port still counts) other than the bridge's
+ *   link to the router, which carries no entry of ours;
+ * - an ARP entry for a node or pod address: inside the pod subnet of the
+ *   router port the bridge is linked to, the gateway (that port's own address)
+ *   excepted. No link, no subnet: no ARP entry counts as ours.
+ * Narrower rules (only the entries' current ports or addresses) would keep
+ * the entries of a pod deleted while the controller was down. Learned entries
+ * inside these bounds are taken for ours once: the reconciler's DELETE leaves
+ * them listed, and it does not delete them again.
+ */
+function tableOwnership(
+  bridgePorts: readonly Port[],
+  routerPorts: ReadonlyMap<string, RouterPort>,
+  desiredLinks: ReadonlyMap<string, string>,
+  oursInside: (id: string | undefined) => boolean,
+): { mac(e: MacPort): boolean; arp(e: IP4Mac): boolean } {
+  const linked = new Set<string>();
+  let subnet: ParsedCidr | undefined;
+  for (const p of bridgePorts) {
+    const id = (p.id as string).toLowerCase();
+    const peer = lower(p.peerId) ?? lower(desiredLinks.get(id));
+    if (peer === null) continue;
+    linked.add(id);
+    const cidr = routerPorts.get(peer)?.portSubnet?.[0];
+    subnet ??= cidr === undefined ? undefined : parseCidr(cidr);
+  }
+  const gateway = subnet && formatIp(subnet);
+  return {
+    mac: (e) => oursInside(e.portId) && !linked.has(e.portId),
+    arp: (e) => {
+      const ip = parseIp(e.ip);
+      return !!subnet && !!ip && cidrContains(subnet, ip) && formatIp(ip) !== gateway;
+    },
+  };
+}
+
+/**
+ * The desired MAC and ARP entries of the bridges read that the listing may
+ * hide: not listed, while their MAC (IP) is listed with another value. MidoNet
+ * lists one value per MAC (IP), a learned one over ours, and a second
+ * persistent one not at all; a GET of the entry itself answers for it. Without
+ * that look, such an entry would seem missing at every resync, and its create
+ * would fail every time (MidoNet's 500 for an entry it holds).
+ */
+function hiddenEntries(
+  desired: Iterable<DesiredResource>,
+  objects: ReadonlyMap<string, MidonetObject>,
+  listedValues: ReadonlyMap<string, string>,
+): TableEntry[] {
+  const out: TableEntry[] = [];
+  for (const r of desired) {
+    if ((r.kind !== "MacPort" && r.kind !== "IP4Mac") || objects.has(r.key)) continue;
+    const entry = { kind: r.kind, parentId: r.parentId, body: r.body } as TableEntry;
+    const listed = listedValues.get(tableKey(entry));
+    if (listed !== undefined && listed !== tableValue(entry)) out.push(entry);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------

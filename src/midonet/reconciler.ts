@@ -26,6 +26,12 @@
  * new id) take effect before the old one goes. MidoNet rules cannot be updated;
  * a new rule is POSTed at `insertPosition` in the chain as it stands.
  *
+ * Learned table entries. MidoNet lists the MAC and ARP entries its datapath
+ * learned with ours, and its DELETE removes only the persistent entry (204
+ * either way). An entry a DELETE of ours left listed at the next resync is
+ * therefore a learned one: logged once and not deleted again while it stays
+ * listed, so learned entries cost no DELETE at every resync.
+ *
  * Failures. Any error (an unexpected status, a timeout, a refused connection)
  * fails that one task: it is logged, counted, and retried after an exponential
  * backoff, while the tasks that do not depend on it go on. Nothing here throws
@@ -184,6 +190,10 @@ export class Reconciler {
   /** chain id → rule ids in the order MidoNet holds them. */
   private readonly chainOrder = new Map<string, string[]>();
   private readonly tasks = new Map<string, Task>();
+  /** MAC and ARP entries deleted since the last resync: still listed there, they are learned ones. */
+  private readonly tableDeletes = new Set<string>();
+  /** MAC and ARP entries known to be learned (see the header): not deleted while listed. */
+  private readonly learned = new Set<string>();
   private counts = { creates: 0, updates: 0, deletes: 0, failures: 0 };
 
   constructor(options: ReconcilerOptions) {
@@ -280,13 +290,32 @@ export class Reconciler {
         this.addTask({ key: id, op: "upsert", replace: true, attempts: 0, notBefore: 0 });
       }
     }
-    for (const key of actual.orphans) {
+    const orphans = this.withoutLearned(actual);
+    for (const key of orphans) {
       const target = actual.objects.get(key) as MidonetObject;
       this.addTask({ key, op: "delete", target, attempts: 0, notBefore: 0 });
     }
-    const report = { ok: true, missing, differing, orphans: actual.orphans.length };
+    const report = { ok: true, missing, differing, orphans: orphans.length };
     this.logger?.info(report, "read MidoNet");
     return report;
+  }
+
+  /**
+   * The orphans less the MAC and ARP entries known to be learned: those a
+   * DELETE of ours left listed (see the header), as long as they stay listed.
+   */
+  private withoutLearned(actual: ActualState): string[] {
+    for (const key of this.tableDeletes) {
+      if (!actual.objects.has(key) || this.learned.has(key)) continue;
+      this.learned.add(key);
+      this.logger?.info(
+        { key },
+        `${key} is still listed after its DELETE: an entry MidoNet's datapath learned; left alone while it stays`,
+      );
+    }
+    this.tableDeletes.clear();
+    for (const key of this.learned) if (!actual.objects.has(key)) this.learned.delete(key);
+    return actual.orphans.filter((key) => !this.learned.has(key));
   }
 
   /** Takes the keys a mapping change touched; `flush()` acts on them. */
@@ -619,6 +648,9 @@ export class Reconciler {
     if (existed) {
       this.counts.deletes++;
       this.observer.write?.("delete", object.kind);
+    }
+    if (object.kind === "MacPort" || object.kind === "IP4Mac") {
+      this.tableDeletes.add(resourceKey(object));
     }
     this.gone(resourceKey(object), object);
     this.logger?.debug(

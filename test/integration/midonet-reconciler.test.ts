@@ -3,12 +3,13 @@
  * in dependency order with the scheme's ids, exactly the right objects going
  * when pods, services and nodes go, no write at all on a restart against a
  * converged MidoNet, orphans of a downtime found by listing, make-before-break
- * for replaced rules, drift and rule order repaired, and failures (500s,
- * timeouts) retried with backoff until it converges, never a create twice.
+ * for replaced rules, drift and rule order repaired, failures (500s,
+ * timeouts) retried with backoff until it converges, never a create twice, and
+ * MAC and ARP entries the datapath learned told from ours.
  */
 import { expect } from "chai";
 import { MidonetClient } from "../../src/midonet/api.js";
-import { idForKey, subId } from "../../src/midonet/ids.js";
+import { idForKey, macForKey, subId } from "../../src/midonet/ids.js";
 import { ClusterMapper, isEmpty, type ResourceChanges } from "../../src/midonet/mapping/index.js";
 import { nodeIds } from "../../src/midonet/mapping/node.js";
 import { podPortId } from "../../src/midonet/mapping/pod.js";
@@ -24,6 +25,7 @@ import {
   nodes,
   pod,
   podIp,
+  podMac,
   service,
   slice,
   TENANT,
@@ -32,6 +34,17 @@ import {
 import { type MidonetSimulator, startMidonetSimulator } from "../support/midonet-simulator.js";
 
 const PODS = [0, 1, 2, 3, 4, 5];
+
+/** A logger that keeps the messages logged at info. */
+function infoLogger(info: string[]) {
+  const none = () => {};
+  return {
+    debug: none,
+    warn: none,
+    error: none,
+    info: (_: unknown, msg?: string) => void info.push(msg ?? ""),
+  };
+}
 
 function fullCluster(mapper: ClusterMapper): ResourceChanges[] {
   const out: ResourceChanges[] = [];
@@ -69,7 +82,7 @@ describe("midonet reconciler (against the API simulator)", function () {
 
   function harness(
     clientOptions: { timeoutMs?: number; retries?: number } = {},
-    life: { signal?: AbortSignal; afterWrite?: (op: WriteOp) => void } = {},
+    life: { signal?: AbortSignal; afterWrite?: (op: WriteOp) => void; info?: string[] } = {},
   ): Harness {
     const mapper = new ClusterMapper({ tenant: TENANT });
     const client = new MidonetClient({
@@ -91,6 +104,7 @@ describe("midonet reconciler (against the API simulator)", function () {
       backoffMs: 20,
       maxBackoffMs: 100,
       ...(life.signal ? { signal: life.signal } : {}),
+      ...(life.info ? { logger: infoLogger(life.info) } : {}),
       observer: {
         write: (op, kind) => {
           writes.push({ op, kind });
@@ -562,5 +576,172 @@ describe("midonet reconciler (against the API simulator)", function () {
     expect(isEmpty(changes)).to.equal(true);
     await h.settle();
     expect(writeCalls()).to.deep.equal([]);
+  });
+
+  describe("MAC and ARP entries the datapath learned", () => {
+    // node1: pod CIDR 10.1.1.0/24, gateway 10.1.1.1, node IP 10.1.1.2; web-0 and web-3 on it.
+    const NODE_IP = "10.1.1.2";
+    const OLD_MAC = "02:00:00:00:01:01";
+    const NEW_MAC = "02:00:00:00:01:02";
+    const dashed = (mac: string) => mac.replaceAll(":", "-");
+    const node1 = (mac?: string) =>
+      node("node1", 1, {
+        "midonet.org/host-id": HOSTS.node1 as string,
+        ...(mac ? { "midonet.org/mac-address": mac } : {}),
+      });
+
+    /** A converged cluster whose node1 carries `mac` (its MAC entry and ARP entry made), calls cleared. */
+    async function convergedWithNodeMac(mac: string): Promise<Harness> {
+      const h = await converged();
+      await h.apply(h.mapper.upsertNode(node1(mac)));
+      expect(h.failures).to.deep.equal([]);
+      sim.clearCalls();
+      return h;
+    }
+
+    /** A controller started anew on the full cluster (`tweak` applied), resynced once. */
+    async function restart(tweak: (m: ClusterMapper) => void = () => {}, info?: string[]) {
+      const h = harness({}, info ? { info } : {});
+      fullCluster(h.mapper);
+      tweak(h.mapper);
+      return h;
+    }
+
+    async function resyncAndSettle(h: Harness) {
+      const report = await h.reconciler.resync();
+      expect(report.ok).to.equal(true);
+      await h.settle();
+      expect(h.failures).to.deep.equal([]);
+      expect(h.reconciler.converged).to.equal(true);
+      return report;
+    }
+
+    const listed = async (h: Harness, bridge: string) => [
+      ...(await h.client.macTable.list(bridge)).map((e) => `${e.macAddr} ${e.portId}`),
+      ...(await h.client.arpTable.list(bridge)).map((e) => `${e.ip} ${e.mac}`),
+    ];
+
+    it("where the controller puts no entry (the router's MAC on the link port, an operator's port, the gateway, another subnet) they are left alone across resyncs", async () => {
+      const h = await converged();
+      const ids = nodeIds(h.mapper.config, "node1");
+      const before = new Set(sim.snapshot().ports.map((p) => p.id));
+      await h.client.create({ kind: "Port", parentId: ids.bridge, body: { type: "Bridge" } });
+      const operatorPort = sim.snapshot().ports.find((p) => !before.has(p.id))?.id as string;
+      const webPort = podPortId(h.mapper.config, "default", "web-0");
+      const learned = [
+        () => sim.learnMac(ids.bridge, macForKey("node1"), ids.bridgePort),
+        () => sim.learnMac(ids.bridge, "02:00:00:00:00:99", operatorPort),
+        () => sim.learnArp(ids.bridge, "10.1.1.1", macForKey("node1")),
+        () => sim.learnArp(ids.bridge, "192.168.0.1", "02:00:00:00:00:98"),
+        // Learned as the controller made them: nothing to do either.
+        () => sim.learnMac(ids.bridge, podMac(0), webPort),
+        () => sim.learnArp(ids.bridge, podIp(0), podMac(0)),
+      ];
+      for (const learn of learned) learn();
+      const shown = await listed(h, ids.bridge);
+      sim.clearCalls();
+
+      const restarted = await restart();
+      expect(await resyncAndSettle(restarted)).to.include({ missing: 0, orphans: 0 });
+      expect(await resyncAndSettle(restarted)).to.include({ missing: 0, orphans: 0 });
+      expect(writeCalls()).to.deep.equal([]);
+      expect((await listed(h, ids.bridge)).sort()).to.deep.equal([...shown].sort());
+    });
+
+    it("where the controller puts entries (a pod's or a node's port, the pod subnet) a learned one is deleted once, then left alone while it stays listed", async () => {
+      const h = await converged();
+      const ids = nodeIds(h.mapper.config, "node1");
+      const webPort = podPortId(h.mapper.config, "default", "web-0");
+      // A second MAC behind a pod's port (a VM in the pod), the host's MAC on a node
+      // port with no MAC annotation yet, an address in the pod subnet no pod has.
+      sim.learnMac(ids.bridge, "02:00:00:00:00:97", webPort);
+      sim.learnMac(ids.bridge, "02:00:00:00:00:96", ids.nodePort);
+      sim.learnArp(ids.bridge, "10.1.1.99", "02:00:00:00:00:95");
+      sim.clearCalls();
+
+      const info: string[] = [];
+      const restarted = await restart(() => {}, info);
+      expect(await resyncAndSettle(restarted)).to.include({ orphans: 3 });
+      expect([...writeCalls()].sort()).to.deep.equal(
+        [
+          `DELETE /bridges/${ids.bridge}/mac_table/02-00-00-00-00-97_${webPort}`,
+          `DELETE /bridges/${ids.bridge}/mac_table/02-00-00-00-00-96_${ids.nodePort}`,
+          `DELETE /bridges/${ids.bridge}/arp_table/10.1.1.99_02-00-00-00-00-95`,
+        ].sort(),
+      );
+      sim.clearCalls();
+      for (let i = 0; i < 2; i++) {
+        expect(await resyncAndSettle(restarted)).to.include({ missing: 0, orphans: 0 });
+      }
+      expect(writeCalls()).to.deep.equal([]);
+      expect(info.filter((m) => m.includes("still listed after its DELETE"))).to.have.length(3);
+      expectTopology(sim.snapshot(), restarted.mapper.state);
+
+      // Aged out, and learned again later: one DELETE again, no more.
+      sim.forgetMac(ids.bridge, "02:00:00:00:00:97");
+      await resyncAndSettle(restarted);
+      sim.learnMac(ids.bridge, "02:00:00:00:00:97", webPort);
+      await resyncAndSettle(restarted);
+      await resyncAndSettle(restarted);
+      expect(writeCalls()).to.deep.equal([
+        `DELETE /bridges/${ids.bridge}/mac_table/02-00-00-00-00-97_${webPort}`,
+      ]);
+    });
+
+    it("stale entries of its own are removed at resync (a node's MAC changed and a pod deleted while it was down), learned ones beside them left", async () => {
+      const h = await convergedWithNodeMac(OLD_MAC);
+      const ids = nodeIds(h.mapper.config, "node1");
+      const webPort = podPortId(h.mapper.config, "default", "web-0");
+      sim.learnMac(ids.bridge, macForKey("node1"), ids.bridgePort);
+      sim.learnArp(ids.bridge, "10.1.1.1", macForKey("node1"));
+      sim.learnMac(ids.bridge, podMac(3), podPortId(h.mapper.config, "default", "web-3"));
+      sim.clearCalls();
+
+      const restarted = await restart((m) => {
+        m.upsertNode(node1(NEW_MAC));
+        m.upsertEndpointSlice(slice([1, 2]));
+        m.deletePod("default", "web-0");
+      });
+      await resyncAndSettle(restarted);
+      expectTopology(sim.snapshot(), restarted.mapper.state);
+      const tables = writeCalls().filter((c) => /mac_table|arp_table/.test(c));
+      expect([...tables].sort()).to.deep.equal(
+        [
+          `DELETE /bridges/${ids.bridge}/mac_table/${dashed(OLD_MAC)}_${ids.nodePort}`,
+          `DELETE /bridges/${ids.bridge}/arp_table/${NODE_IP}_${dashed(OLD_MAC)}`,
+          `DELETE /bridges/${ids.bridge}/mac_table/${dashed(podMac(0))}_${webPort}`,
+          `DELETE /bridges/${ids.bridge}/arp_table/${podIp(0)}_${dashed(podMac(0))}`,
+          `POST /bridges/${ids.bridge}/mac_table/${dashed(NEW_MAC)}_${ids.nodePort}`,
+          `POST /bridges/${ids.bridge}/arp_table/${NODE_IP}_${dashed(NEW_MAC)}`,
+        ].sort(),
+      );
+      sim.clearCalls();
+      expect(await resyncAndSettle(restarted)).to.include({ missing: 0, orphans: 0 });
+      expect(writeCalls()).to.deep.equal([]);
+    });
+
+    it("a desired entry hidden behind a learned value (its MAC learned on another port, its IP with another MAC) is found by a GET: no create, converged", async () => {
+      const h = await convergedWithNodeMac(OLD_MAC);
+      const ids = nodeIds(h.mapper.config, "node1");
+      const webPort = podPortId(h.mapper.config, "default", "web-0");
+      sim.learnMac(ids.bridge, OLD_MAC, webPort);
+      sim.learnArp(ids.bridge, NODE_IP, NEW_MAC);
+      expect(await listed(h, ids.bridge)).to.not.include(`${OLD_MAC} ${ids.nodePort}`);
+      sim.clearCalls();
+
+      const restarted = await restart((m) => m.upsertNode(node1(OLD_MAC)));
+      expect(await resyncAndSettle(restarted)).to.include({ missing: 0 });
+      expect(await resyncAndSettle(restarted)).to.include({ missing: 0, orphans: 0 });
+      expect(await resyncAndSettle(restarted)).to.include({ missing: 0, orphans: 0 });
+      expect(sim.writes().filter((c) => c.method === "POST")).to.deep.equal([]);
+      // The learned values were taken for ours once (inside its bounds), and only once.
+      expect([...writeCalls()].sort()).to.deep.equal(
+        [
+          `DELETE /bridges/${ids.bridge}/mac_table/${dashed(OLD_MAC)}_${webPort}`,
+          `DELETE /bridges/${ids.bridge}/arp_table/${NODE_IP}_${dashed(NEW_MAC)}`,
+        ].sort(),
+      );
+      expectTopology(sim.snapshot(), restarted.mapper.state);
+    });
   });
 });

@@ -9,13 +9,22 @@
  * tunnel zone conflicting with its own name, PUT clearing an omitted portMac,
  * 500 on a duplicate MAC or ARP entry).
  *
+ * MAC and ARP tables are MidoNet's state tables (DirectoryStateTable): besides
+ * the persistent entries the API creates, the datapath LEARNS entries (a MAC
+ * seen on a port, an IP seen with a MAC). The list GETs answer the table's
+ * remoteSnapshot: one value per table key (the MAC, the IP), a learned value
+ * over a persistent one. DELETE removes only the persistent entry and answers
+ * 204 whether or not there was one, so a learned entry stays; GET of one entry
+ * answers 200 when the persistent entry exists or the learned value equals it.
+ *
  * Paths and media types are written out here literally instead of imported from
  * src/midonet/resources.ts: the simulator is the oracle the client is checked
  * against, and sharing the strings would hide a mistake in them.
  *
  * Test hooks: hosts to preload, a fault injector (answer a status, delay or hang,
  * for the next N calls or for a while, per method and path pattern), a call log,
- * snapshot() of every object, close().
+ * snapshot() of every object, the datapath learning and forgetting MAC and ARP
+ * entries (learnMac, learnArp, forgetMac, forgetArp), close().
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import http from "node:http";
@@ -106,6 +115,7 @@ export interface SimulatorSnapshot {
   chains: Chain[];
   rules: Rule[];
   hostInterfacePorts: HostInterfacePort[];
+  /** Persistent entries only (what the API created); learned ones are the datapath's. */
   macTable: (MacPort & { bridgeId: string })[];
   arpTable: (IP4Mac & { bridgeId: string })[];
 }
@@ -520,6 +530,9 @@ export class MidonetSimulator {
   private readonly bindings = new Map<string, BindingRec>(); // portId -> binding
   private readonly macTables = new Map<string, Map<string, MacRec>>(); // bridgeId -> key -> entry
   private readonly arpTables = new Map<string, Map<string, ArpRec>>();
+  // What the datapath learned: bridgeId -> MAC -> port, bridgeId -> IP -> MAC.
+  private readonly learnedMacs = new Map<string, Map<string, string>>();
+  private readonly learnedArps = new Map<string, Map<string, string>>();
 
   constructor(options: MidonetSimulatorOptions = {}) {
     this.user = options.user ?? "admin";
@@ -610,6 +623,33 @@ export class MidonetSimulator {
   /** Calls that changed something (POST, PUT, DELETE), login excluded. */
   writes(): CallRecord[] {
     return this.calls.filter((c) => c.method !== "GET" && c.path !== "/login");
+  }
+
+  /** The datapath learns `mac` on `portId`, a port of that bridge (it replaces what it learned of that MAC). */
+  learnMac(bridgeId: string, mac: string, portId: string): void {
+    const bridge = bridgeId.toLowerCase();
+    const port = this.ports.get(portId.toLowerCase());
+    if (!this.bridges.has(bridge) || port?.type !== "Bridge" || port.deviceId !== bridge) {
+      throw new Error(`learnMac: ${portId} is not a port of bridge ${bridgeId}`);
+    }
+    learn(this.learnedMacs, bridge, mac.toLowerCase(), port.id);
+  }
+
+  /** The datapath learns that `ip` is at `mac` on that bridge. */
+  learnArp(bridgeId: string, ip: string, mac: string): void {
+    const bridge = bridgeId.toLowerCase();
+    if (!this.bridges.has(bridge)) throw new Error(`learnArp: no bridge ${bridgeId}`);
+    if (!isIPv4(ip)) throw new Error(`learnArp: ${ip} is not an IPv4 address`);
+    learn(this.learnedArps, bridge, ip, mac.toLowerCase());
+  }
+
+  /** What the datapath learned of `mac` ages out. */
+  forgetMac(bridgeId: string, mac: string): void {
+    this.learnedMacs.get(bridgeId.toLowerCase())?.delete(mac.toLowerCase());
+  }
+
+  forgetArp(bridgeId: string, ip: string): void {
+    this.learnedArps.get(bridgeId.toLowerCase())?.delete(ip);
   }
 
   /** Every object, as GET would render it (without uri). */
@@ -940,6 +980,10 @@ export class MidonetSimulator {
     }
     this.bindings.delete(id);
     this.ports.delete(id);
+    // The datapath forgets what it learned on a port that went.
+    for (const learned of this.learnedMacs.values()) {
+      for (const [mac, portId] of learned) if (portId === id) learned.delete(mac);
+    }
   }
 
   private deleteBridge(id: string): void {
@@ -948,6 +992,8 @@ export class MidonetSimulator {
     }
     this.macTables.delete(id);
     this.arpTables.delete(id);
+    this.learnedMacs.delete(id);
+    this.learnedArps.delete(id);
     this.bridges.delete(id);
   }
 
@@ -1920,12 +1966,15 @@ export class MidonetSimulator {
             produces: MT.macPorts,
             handle: ({ params }) => {
               const b = this.getOr404(this.bridges, params.id, "Bridge");
-              const table = this.macTables.get(b.id) ?? new Map<string, MacRec>();
+              const persistent = [...(this.macTables.get(b.id)?.values() ?? [])].map(
+                (e): [string, string] => [e.macAddr, e.portId],
+              );
+              const listed = remoteSnapshot(persistent, this.learnedMacs.get(b.id));
               return ok(
-                [...table.values()].map((e) =>
+                [...listed].map(([macAddr, portId]) =>
                   this.withUri(
-                    this.renderMac(e),
-                    `/bridges/${b.id}/mac_table/${e.macAddr.replaceAll(":", "-")}_${e.portId}`,
+                    this.renderMac({ macAddr, portId }),
+                    `/bridges/${b.id}/mac_table/${macAddr.replaceAll(":", "-")}_${portId}`,
                   ),
                 ),
               );
@@ -1951,7 +2000,8 @@ export class MidonetSimulator {
               const table = this.macTables.get(b.id) ?? new Map<string, MacRec>();
               const key = this.macKey(macAddr, portId);
               if (table.has(key)) {
-                // MidoNet answers a duplicate entry with an unhandled error.
+                // MidoNet answers a duplicate entry with an unhandled error (its
+                // persistent node exists); an entry only learned does not count.
                 throw new ApiError(500, `entry ${key} already exists in the MAC table`);
               }
               table.set(key, { macAddr, portId });
@@ -1969,20 +2019,24 @@ export class MidonetSimulator {
           GET: {
             produces: MT.macPort,
             handle: ({ params }) => {
-              const { b, key } = this.macEntryFromPath(params);
-              const e = this.macTables.get(b.id)?.get(key);
-              if (!e) throw notFound(`MAC table entry ${params.pair} not found`);
+              const { b, key, mac, portId } = this.macEntryFromPath(params);
+              const held =
+                this.macTables.get(b.id)?.has(key) ||
+                this.learnedMacs.get(b.id)?.get(mac) === portId;
+              if (!held) throw notFound(`MAC table entry ${params.pair} not found`);
               return ok(
-                this.withUri(this.renderMac(e), `/bridges/${b.id}/mac_table/${params.pair}`),
+                this.withUri(
+                  this.renderMac({ macAddr: mac, portId }),
+                  `/bridges/${b.id}/mac_table/${params.pair}`,
+                ),
               );
             },
           },
           DELETE: {
             handle: ({ params }) => {
+              // Only the persistent entry goes, and 204 either way (removePersistent).
               const { b, key } = this.macEntryFromPath(params);
-              if (!this.macTables.get(b.id)?.delete(key)) {
-                throw notFound(`MAC table entry ${params.pair} not found`);
-              }
+              this.macTables.get(b.id)?.delete(key);
               return noContent;
             },
           },
@@ -1995,12 +2049,15 @@ export class MidonetSimulator {
             produces: MT.ip4Macs,
             handle: ({ params }) => {
               const b = this.getOr404(this.bridges, params.id, "Bridge");
-              const table = this.arpTables.get(b.id) ?? new Map<string, ArpRec>();
+              const persistent = [...(this.arpTables.get(b.id)?.values() ?? [])].map(
+                (e): [string, string] => [e.ip, e.mac],
+              );
+              const listed = remoteSnapshot(persistent, this.learnedArps.get(b.id));
               return ok(
-                [...table.values()].map((e) =>
+                [...listed].map(([ip, mac]) =>
                   this.withUri(
-                    this.renderArp(e),
-                    `/bridges/${b.id}/arp_table/${e.ip}_${e.mac.replaceAll(":", "-")}`,
+                    this.renderArp({ ip, mac }),
+                    `/bridges/${b.id}/arp_table/${ip}_${mac.replaceAll(":", "-")}`,
                   ),
                 ),
               );
@@ -2031,20 +2088,23 @@ export class MidonetSimulator {
           GET: {
             produces: MT.ip4Mac,
             handle: ({ params }) => {
-              const { b, key } = this.arpEntryFromPath(params);
-              const e = this.arpTables.get(b.id)?.get(key);
-              if (!e) throw notFound(`ARP table entry ${params.pair} not found`);
+              const { b, key, ip, mac } = this.arpEntryFromPath(params);
+              const held =
+                this.arpTables.get(b.id)?.has(key) || this.learnedArps.get(b.id)?.get(ip) === mac;
+              if (!held) throw notFound(`ARP table entry ${params.pair} not found`);
               return ok(
-                this.withUri(this.renderArp(e), `/bridges/${b.id}/arp_table/${params.pair}`),
+                this.withUri(
+                  this.renderArp({ ip, mac }),
+                  `/bridges/${b.id}/arp_table/${params.pair}`,
+                ),
               );
             },
           },
           DELETE: {
             handle: ({ params }) => {
+              // Only the persistent entry goes, and 204 either way (removePersistent).
               const { b, key } = this.arpEntryFromPath(params);
-              if (!this.arpTables.get(b.id)?.delete(key)) {
-                throw notFound(`ARP table entry ${params.pair} not found`);
-              }
+              this.arpTables.get(b.id)?.delete(key);
               return noContent;
             },
           },
@@ -2053,7 +2113,12 @@ export class MidonetSimulator {
     ];
   }
 
-  private macEntryFromPath(params: Record<string, string>): { b: DeviceRec; key: string } {
+  private macEntryFromPath(params: Record<string, string>): {
+    b: DeviceRec;
+    key: string;
+    mac: string;
+    portId: string;
+  } {
     const b = this.getOr404(this.bridges, params.id, "Bridge");
     const pair = params.pair ?? "";
     const sep = pair.indexOf("_");
@@ -2062,10 +2127,16 @@ export class MidonetSimulator {
     if (sep < 0 || mac === undefined || !UUID_RE.test(portId)) {
       throw badRequest(`${pair} is not a MAC-port pair such as aa-bb-cc-dd-ee-ff_<port id>`);
     }
-    return { b, key: this.macKey(mac, portId.toLowerCase()) };
+    const port = portId.toLowerCase();
+    return { b, key: this.macKey(mac, port), mac, portId: port };
   }
 
-  private arpEntryFromPath(params: Record<string, string>): { b: DeviceRec; key: string } {
+  private arpEntryFromPath(params: Record<string, string>): {
+    b: DeviceRec;
+    key: string;
+    ip: string;
+    mac: string;
+  } {
     const b = this.getOr404(this.bridges, params.id, "Bridge");
     const pair = params.pair ?? "";
     const sep = pair.indexOf("_");
@@ -2074,8 +2145,35 @@ export class MidonetSimulator {
     if (sep < 0 || !isIPv4(ip) || mac === undefined) {
       throw badRequest(`${pair} is not an IP-MAC pair such as 10.0.0.1_aa-bb-cc-dd-ee-ff`);
     }
-    return { b, key: this.arpKey(ip, mac) };
+    return { b, key: this.arpKey(ip, mac), ip, mac };
   }
+}
+
+/** Sets `key` → `value` in the bridge's table of learned entries. */
+function learn(
+  tables: Map<string, Map<string, string>>,
+  bridgeId: string,
+  key: string,
+  value: string,
+): void {
+  const table = tables.get(bridgeId) ?? new Map<string, string>();
+  table.set(key, value);
+  tables.set(bridgeId, table);
+}
+
+/**
+ * A state table as MidoNet lists it (DirectoryStateTable.remoteSnapshot): one
+ * value per key, a learned value over a persistent one, and of several
+ * persistent ones the first.
+ */
+function remoteSnapshot(
+  persistent: Iterable<[string, string]>,
+  learned: ReadonlyMap<string, string> | undefined,
+): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [key, value] of persistent) if (!out.has(key)) out.set(key, value);
+  for (const [key, value] of learned ?? []) out.set(key, value);
+  return out;
 }
 
 function networkOf(address: string, length: number): string {

@@ -773,7 +773,99 @@ describe("MidoNet API simulator", () => {
         400,
       );
       expect((await del(path)).status).to.equal(204);
-      expectError(await del(path), 404);
+      // MidoNet's DELETE removes the persistent entry if there is one: 204 either way.
+      expect((await del(path)).status).to.equal(204);
+      expectError(await get(path), 404);
+    });
+
+    it("learned MAC entries: listed one per MAC, over a persistent entry of that MAC; GET and DELETE of one entry as MidoNet answers them", async () => {
+      const b = await bridge();
+      const ours = await bridgePort(b);
+      const other = await bridgePort(b);
+      const type = mt("MacPort", 2);
+      const mac = "ac:ca:ba:00:00:01";
+      const path = (port: string) => `/bridges/${b}/mac_table/ac-ca-ba-00-00-01_${port}`;
+      const listed = async () =>
+        (await getJson<{ macAddr: string; portId: string }[]>(`/bridges/${b}/mac_table`)).map(
+          (e) => `${e.macAddr} ${e.portId}`,
+        );
+      expect(
+        (await post(`/bridges/${b}/mac_table`, type, { macAddr: mac, portId: ours })).status,
+      ).to.equal(201);
+      sim.learnMac(b, "AC:CA:BA:00:00:02", ours);
+      expect((await listed()).sort()).to.deep.equal(
+        [`${mac} ${ours}`, `ac:ca:ba:00:00:02 ${ours}`].sort(),
+      );
+
+      // The datapath learns the MAC on another port: that hides the persistent entry.
+      sim.learnMac(b, mac, other);
+      expect(await listed())
+        .to.include(`${mac} ${other}`)
+        .and.not.include(`${mac} ${ours}`);
+      // GET of one entry: the persistent one (hidden) and the learned one both answer.
+      expect((await get(path(ours))).status).to.equal(200);
+      expect(await getJson<Record<string, unknown>>(path(other))).to.include({
+        macAddr: mac,
+        portId: other,
+      });
+      // POST of the persistent entry again: MidoNet's 500; of the learned one: made persistent.
+      expectError(await post(`/bridges/${b}/mac_table`, type, { macAddr: mac, portId: ours }), 500);
+      expect(
+        (await post(`/bridges/${b}/mac_table`, type, { macAddr: mac, portId: other })).status,
+      ).to.equal(201);
+      expect((await del(path(other))).status).to.equal(204);
+
+      // DELETE removes only the persistent entry: the learned one stays, listed and readable.
+      expect((await del(path(ours))).status).to.equal(204);
+      expectError(await get(path(ours)), 404);
+      expect((await del(`/bridges/${b}/mac_table/ac-ca-ba-00-00-02_${ours}`)).status).to.equal(204);
+      expect((await listed()).sort()).to.deep.equal(
+        [`${mac} ${other}`, `ac:ca:ba:00:00:02 ${ours}`].sort(),
+      );
+      expect((await get(path(other))).status).to.equal(200);
+      expect(sim.snapshot().macTable).to.deep.equal([]);
+
+      // Learned entries age out, and go with their port.
+      sim.forgetMac(b, mac);
+      expectError(await get(path(other)), 404);
+      expect((await del(`/ports/${ours}`)).status).to.equal(204);
+      expect(await listed()).to.deep.equal([]);
+    });
+
+    it("learned ARP entries: listed one per IP, over persistent ones; GET and DELETE of one entry as MidoNet answers them", async () => {
+      const b = await bridge();
+      const type = mt("IP4Mac", 1);
+      const listed = async () =>
+        (await getJson<{ ip: string; mac: string }[]>(`/bridges/${b}/arp_table`)).map(
+          (e) => `${e.ip} ${e.mac}`,
+        );
+      const path = (mac: string) => `/bridges/${b}/arp_table/10.1.0.2_${mac.replaceAll(":", "-")}`;
+      const mine = "ee:ee:ee:ee:ee:01";
+      const learned = "ee:ee:ee:ee:ee:02";
+      expect(
+        (await post(`/bridges/${b}/arp_table`, type, { ip: "10.1.0.2", mac: mine })).status,
+      ).to.equal(201);
+      // Of two persistent entries for one IP, the first is listed.
+      expect(
+        (await post(`/bridges/${b}/arp_table`, type, { ip: "10.1.0.2", mac: learned })).status,
+      ).to.equal(201);
+      expect(await listed()).to.deep.equal([`10.1.0.2 ${mine}`]);
+      expect((await del(path(learned))).status).to.equal(204);
+
+      sim.learnArp(b, "10.1.0.2", learned);
+      expect(await listed()).to.deep.equal([`10.1.0.2 ${learned}`]);
+      expect((await get(path(mine))).status).to.equal(200);
+      expect((await get(path(learned))).status).to.equal(200);
+      expectError(await get(path("ee:ee:ee:ee:ee:03")), 404);
+      expectError(await post(`/bridges/${b}/arp_table`, type, { ip: "10.1.0.2", mac: mine }), 500);
+
+      expect((await del(path(learned))).status).to.equal(204);
+      expect(await listed()).to.deep.equal([`10.1.0.2 ${learned}`]);
+      sim.forgetArp(b, "10.1.0.2");
+      expect(await listed()).to.deep.equal([`10.1.0.2 ${mine}`]);
+      expect(() => sim.learnArp("99999999-9999-4999-8999-999999999999", "10.1.0.9", mine)).to.throw(
+        /no bridge/,
+      );
     });
   });
 
