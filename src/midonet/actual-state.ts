@@ -10,7 +10,10 @@
  * a Node or a Service went finds the leftovers by listing, with no state of its
  * own to lose: whatever of ours the desired state does not name is an orphan.
  * Members of a tunnel zone named by a node annotation are read (to compare) but
- * never taken for orphans: that zone is the operator's.
+ * not taken for orphans, that zone being the operator's, with one exception: a
+ * node's host in the zone the node's record names (`joined`, kept on the Node:
+ * see TunnelZoneRecords in reconciler.ts) is ours, as the controller may have
+ * put it there, so a node moved out of that zone while we were down is found.
  *
  * Not ours, whatever the listing shows: the Local /32 routes MidoNet adds for
  * each router port address and learned routes (MidoNet keeps them itself).
@@ -45,6 +48,7 @@ import type {
   Rule,
   TunnelZoneHost,
 } from "./resources.js";
+import { tunnelZoneHostPath } from "./resources.js";
 
 /** Something MidoNet holds, keyed the way the mapping keys its resources. */
 export interface ActualState {
@@ -64,6 +68,8 @@ export interface ReadActualOptions {
   desired: Iterable<DesiredResource>;
   /** Whether the desired state names a key (orphan test). */
   isDesired: (key: string) => boolean;
+  /** Each node's recorded zone with its host now: that membership is ours (its zone is read). */
+  joined?: Iterable<{ zone: string; hostId: string }>;
 }
 
 /** Lists per device, this many at a time: a restart reads a large cluster in seconds, not minutes. */
@@ -112,6 +118,11 @@ export async function readActualState(
     if (id) desiredIds.add(id);
     if (r.kind === "PortLink") desiredLinks.set(r.parentId, r.body.peerId);
     if (r.kind === "TunnelZoneHost") zones.add(r.parentId);
+  }
+  const joined = new Set<string>();
+  for (const j of options.joined ?? []) {
+    zones.add(j.zone);
+    joined.add(tunnelZoneHostPath(j.zone, j.hostId));
   }
   const ours = (d: { id?: string; tenantId?: string | null }): boolean =>
     d.id !== undefined && (d.tenantId === options.tenant || desiredIds.has(d.id));
@@ -237,6 +248,7 @@ export async function readActualState(
   // A member of the default zone is ours when its host is a node's: wanted in the
   // zone, or bound to one of our ports (a node deleted while we were down still
   // is). Anything else in that zone (a gateway an operator added) is left alone.
+  // In any zone, a node's host where its record says we joined it is ours.
   const ourHosts = new Set<string>();
   for (const r of options.desired)
     if (r.kind === "TunnelZoneHost") ourHosts.add(r.body.hostId.toLowerCase());
@@ -245,7 +257,9 @@ export async function readActualState(
     if (host !== null && ourPorts.has(p.id as string)) ourHosts.add(host);
   }
   for (const m of members) {
-    const owned = m.tz === options.defaultTunnelZone && ourHosts.has(m.body.hostId);
+    const owned =
+      (m.tz === options.defaultTunnelZone && ourHosts.has(m.body.hostId)) ||
+      joined.has(tunnelZoneHostPath(m.tz, m.body.hostId));
     put({ kind: "TunnelZoneHost", parentId: m.tz, body: m.body }, owned);
   }
 

@@ -32,6 +32,14 @@
  * therefore a learned one: logged once and not deleted again while it stays
  * listed, so learned entries cost no DELETE at every resync.
  *
+ * Tunnel zone memberships. MidoNet cannot tell whose a membership is (it holds
+ * a host and an address), and a node's zone is the operator's to change, also
+ * while we are down. So each node's record (TunnelZoneRecords) names the zone
+ * we last joined its host to: written before the POST, moved only once the
+ * membership it named is deleted. Every membership we may have made is thus
+ * named by a record (a record may name a zone the host is not in: harmless),
+ * and resync owns it (actual-state.ts).
+ *
  * Failures. Any error (an unexpected status, a timeout, a refused connection)
  * fails that one task: it is logged, counted, and retried after an exponential
  * backoff, while the tasks that do not depend on it go on. Nothing here throws
@@ -44,8 +52,20 @@ import type { ResolvedConfig } from "./mapping/config.js";
 import type { DesiredState } from "./mapping/desired-state.js";
 import { insertPosition } from "./mapping/desired-state.js";
 import type { ResourceChanges } from "./mapping/diff.js";
-import { CREATION_RANK, type DesiredResource, resourceKey } from "./mapping/model.js";
-import type { MidonetObject, ResourceKind, Rule, UpdatableKind } from "./resources.js";
+import {
+  CREATION_RANK,
+  type DesiredResource,
+  nodeOwner,
+  ownerNode,
+  resourceKey,
+} from "./mapping/model.js";
+import {
+  type MidonetObject,
+  type ResourceKind,
+  type Rule,
+  tunnelZoneHostPath,
+  type UpdatableKind,
+} from "./resources.js";
 
 export type WriteOp = "create" | "update" | "delete";
 
@@ -59,6 +79,34 @@ export interface ReconcilerObserver {
   drift?(kind: ResourceKind, key: string, fields: string[]): void;
 }
 
+/**
+ * The record, one per node and kept on the Node (so any leader, and a restart,
+ * reads it), of the tunnel zone the controller joined the node's host to. The
+ * rule it serves, at resync: ours are the default zone's members whose host is
+ * a node's (actual-state.ts), and each node's host in its recorded zone; of
+ * those, what is not desired is an orphan and is deleted, then the record
+ * follows (to the zone the node is wanted in, or away). A node with no host id
+ * yet owns nothing by its record (it names no membership MidoNet could hold);
+ * a recorded zone since deleted is not listed, so nothing is read there (its
+ * members went with it). A new leader reads the records from its informer: one
+ * the old leader wrote a moment before names the membership it was making,
+ * which is desired (so read, and recorded again) unless the node changed
+ * again meanwhile, which the next resync (periodic, by default) catches.
+ *
+ * What it cannot cover: a node deleted while we were down takes its record
+ * with it, so its membership in a zone other than the default stays (the
+ * default zone's goes by the host rule); likewise the old host's in such a
+ * zone when the node's host id changed while we were down.
+ */
+export interface TunnelZoneRecords {
+  /** The zone `node`'s record names (lowercase), if any. */
+  zoneOf(node: string): string | undefined;
+  /** Every record with its node's host id now (a node with no host id yet is left out). */
+  all(): Iterable<{ node: string; zone: string; hostId: string }>;
+  /** Makes `node`'s record name `zone` (undefined: removes it); resolves once the API took it. */
+  write(node: string, zone: string | undefined): Promise<void>;
+}
+
 export interface ReconcilerOptions {
   client: MidonetClient;
   /** The desired state, read at each write (the controller's ClusterMapper state). */
@@ -66,6 +114,8 @@ export interface ReconcilerOptions {
   config: ResolvedConfig;
   logger?: Pick<Logger, "debug" | "info" | "warn" | "error">;
   observer?: ReconcilerObserver;
+  /** Where each node's joined tunnel zone is recorded; without it, memberships keep no record. */
+  records?: TunnelZoneRecords;
   /** First retry delay of a failed task; doubled per failure. Default 500 ms. */
   backoffMs?: number;
   /** Cap on a retry delay. Default 60 s. */
@@ -182,6 +232,7 @@ export class Reconciler {
   private readonly config: ResolvedConfig;
   private readonly logger: ReconcilerOptions["logger"];
   private readonly observer: ReconcilerObserver;
+  private readonly records: TunnelZoneRecords | undefined;
   private readonly backoffMs: number;
   private readonly maxBackoffMs: number;
   private readonly signal: AbortSignal | undefined;
@@ -202,6 +253,7 @@ export class Reconciler {
     this.config = options.config;
     this.logger = options.logger;
     this.observer = options.observer ?? {};
+    this.records = options.records;
     this.backoffMs = options.backoffMs ?? 500;
     this.maxBackoffMs = options.maxBackoffMs ?? 60_000;
     this.signal = options.signal;
@@ -248,6 +300,7 @@ export class Reconciler {
         defaultTunnelZone: this.config.ids.defaultTunnelZone,
         desired: this.state.resources(),
         isDesired: (key) => this.state.get(key) !== undefined,
+        joined: this.records ? [...this.records.all()] : [],
       });
     } catch (err) {
       this.observer.failure?.("read", undefined, err);
@@ -278,6 +331,9 @@ export class Reconciler {
         );
       } else if (comparison !== "same") {
         differing++;
+        this.addTask({ key: r.key, op: "upsert", attempts: 0, notBefore: 0 });
+      } else if (this.unrecorded(r)) {
+        // Made before records were kept (or the record was lost): record it.
         this.addTask({ key: r.key, op: "upsert", attempts: 0, notBefore: 0 });
       }
     }
@@ -502,6 +558,7 @@ export class Reconciler {
       const { comparison, fields } = compareHeld(want, held.object);
       if (comparison === "same" || comparison === "drift") {
         if (comparison === "drift") this.observer.drift?.(want.kind, want.key, fields);
+        if (!(await this.recordJoin(task, want))) return false;
         this.done(task);
         return true;
       }
@@ -545,6 +602,8 @@ export class Reconciler {
       const body: Rule = { ...object.body, position };
       object = { ...object, body };
     }
+    // Stopped while the record was written: the POST is the next leader's to make.
+    if (!(await this.recordJoin(task, want)) || this.signal?.aborted) return false;
     let result: "created" | "exists";
     try {
       result = await this.client.create(object);
@@ -599,6 +658,89 @@ export class Reconciler {
     this.done(task);
     this.logger?.debug({ kind: want.kind, key: want.key }, `created ${want.kind} ${want.key}`);
     return true;
+  }
+
+  // -- tunnel zone records (TunnelZoneRecords) -------------------------------
+
+  /** A node's membership MidoNet holds as wanted, but whose zone its record does not name. */
+  private unrecorded(r: DesiredResource): boolean {
+    const node = ownerNode(r.owner);
+    return (
+      this.records !== undefined &&
+      r.kind === "TunnelZoneHost" &&
+      node !== undefined &&
+      this.records.zoneOf(node) !== r.parentId
+    );
+  }
+
+  /**
+   * Makes the record of `want`'s node (a membership) name its zone, before the
+   * POST or before a membership found made is taken as ours. The record names
+   * one zone, so while the membership it names now may still be held (and is
+   * not wanted) it must stay: the task waits for that delete. False when the
+   * task cannot go on yet (waiting, or the write failed and is retried).
+   */
+  private async recordJoin(task: Task, want: DesiredResource): Promise<boolean> {
+    if (!this.records || want.kind !== "TunnelZoneHost") return true;
+    const node = ownerNode(want.owner);
+    if (node === undefined) return true;
+    const recorded = this.records.zoneOf(node);
+    if (recorded === want.parentId) return true;
+    if (recorded !== undefined) {
+      const named = tunnelZoneHostPath(recorded, want.body.hostId);
+      const held = this.held.get(named);
+      if (held && !this.state.get(named)) {
+        if (!this.tasks.has(named)) {
+          this.addTask({
+            key: named,
+            op: "delete",
+            target: held.object,
+            attempts: 0,
+            notBefore: 0,
+          });
+        }
+        task.waitingFor = named;
+        return false;
+      }
+    }
+    try {
+      await this.records.write(node, want.parentId);
+    } catch (err) {
+      this.failed(task, "create", want.kind, err);
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * A membership went: the record of each node that named it follows, to the
+   * zone the node is wanted in now (its create would write it anyway) or away
+   * when none. Best effort: a failure leaves a record naming a zone the host is
+   * not in, which the next join of the node rewrites.
+   */
+  private async recordLeave(gone: MidonetObject): Promise<void> {
+    if (!this.records || gone.kind !== "TunnelZoneHost") return;
+    for (const r of this.records.all()) {
+      if (r.zone !== gone.parentId || r.hostId !== gone.body.hostId) continue;
+      const zone = this.wantedZone(r.node);
+      if (zone === r.zone) continue; // re-made in place (a new address)
+      try {
+        await this.records.write(r.node, zone);
+      } catch (err) {
+        this.logger?.warn(
+          { node: r.node, err: describe(err) },
+          "moving a node's tunnel zone record failed; its next join writes it",
+        );
+      }
+    }
+  }
+
+  /** The zone the desired state wants `node`'s host in; undefined when none. */
+  private wantedZone(node: string): string | undefined {
+    for (const r of this.state.mapping(nodeOwner(node))?.resources ?? []) {
+      if (r.kind === "TunnelZoneHost") return r.parentId;
+    }
+    return undefined;
   }
 
   /** A create answered 404: a referent we took for held may be gone; read them again. */
@@ -657,6 +799,7 @@ export class Reconciler {
       { kind: object.kind, key: task.key, existed },
       `deleted ${object.kind} ${task.key}`,
     );
+    await this.recordLeave(object);
     return true;
   }
 

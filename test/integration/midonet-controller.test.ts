@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { expect } from "chai";
 import { createLogger } from "../../src/common/logger.js";
+import { MidonetClient } from "../../src/midonet/api.js";
 import {
   type MidonetControllerOptions,
   type RunningMidonetController,
@@ -397,6 +398,84 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     await until(() => a.status().leader, "a to lead again");
     await convergedTopology();
     expect(keysHeld().has(port6)).to.equal(true);
+  });
+
+  it("nodes moved to another tunnel zone while it was down (X→default, X→Y, default→X): restarted, the old memberships go, the new ones come, the records on the Nodes follow", async () => {
+    const ZONE_X = "7a5e0000-0000-4000-8000-00000000000a";
+    const ZONE_Y = "7a5e0000-0000-4000-8000-00000000000b";
+    const defaultZone = mapCluster({}, { tenant: TENANT }).config.ids.defaultTunnelZone;
+    const client = new MidonetClient({
+      baseUrl: sim.baseUrl,
+      user: "admin",
+      password: "admin",
+      project: "admin",
+    });
+    const zoneName = new Map([
+      [ZONE_X, "X"],
+      [ZONE_Y, "Y"],
+      [defaultZone, "default"],
+    ]);
+    const nodeOf = new Map(Object.entries(HOSTS).map(([name, id]) => [id, name]));
+    /** "<zone>/<node>" for each membership MidoNet holds, and each Node's record. */
+    const zones = () => ({
+      members: sim
+        .snapshot()
+        .tunnelZoneHosts.map(
+          (m) => `${zoneName.get(m.tunnelZoneId as string)}/${nodeOf.get(m.hostId)}`,
+        )
+        .sort(),
+      records: Object.fromEntries(
+        ["node1", "node2", "node3"].map((n) => {
+          const zone = kube.get("nodes", undefined, n)?.metadata?.annotations?.[
+            "midonet.org/tunnel-zone-joined"
+          ];
+          return [n, zoneName.get(zone as string)];
+        }),
+      ),
+    });
+    const annotate = (name: string, annotations: Record<string, string | undefined>): void => {
+      const n = structuredClone(kube.get("nodes", undefined, name) as KubeObject);
+      const current = { ...(n.metadata?.annotations ?? {}) } as Record<string, string>;
+      for (const [k, v] of Object.entries(annotations)) {
+        if (v === undefined) delete current[k];
+        else current[k] = v;
+      }
+      kube.put("nodes", { ...n, metadata: { ...n.metadata, annotations: current } } as KubeObject);
+    };
+    const settled = async (c: RunningMidonetController, want: ReturnType<typeof zones>) =>
+      until(() => {
+        if (!c.status().converged) return false;
+        expect(zones()).to.deep.equal(want);
+        return true;
+      }, "the memberships and records");
+
+    populate();
+    const a = await start("a");
+    await convergedTopology();
+    // Zones an operator made (after the check above: they are not the controller's).
+    await client.tunnelZones.create({ id: ZONE_X, name: "zone-x", type: "vxlan" });
+    await client.tunnelZones.create({ id: ZONE_Y, name: "zone-y", type: "vxlan" });
+    annotate("node1", { "midonet.org/tunnel-zone-id": ZONE_X });
+    annotate("node2", { "midonet.org/tunnel-zone-id": ZONE_X });
+    await settled(a, {
+      members: ["X/node1", "X/node2", "default/node3"],
+      records: { node1: "X", node2: "X", node3: "default" },
+    });
+    await stop(a);
+
+    annotate("node1", { "midonet.org/tunnel-zone-id": undefined }); // empty: the default zone
+    annotate("node2", { "midonet.org/tunnel-zone-id": ZONE_Y });
+    annotate("node3", { "midonet.org/tunnel-zone-id": ZONE_X });
+    const b = await start("b");
+    await settled(b, {
+      members: ["X/node3", "Y/node2", "default/node1"],
+      records: { node1: "default", node2: "Y", node3: "X" },
+    });
+    expect(
+      kube.get("nodes", undefined, "node1")?.metadata?.annotations?.["midonet.org/tunnel-zone-id"],
+    ).to.equal(defaultZone);
+    // No membership was POSTed where one already was.
+    expect(sim.calls.filter((x) => x.method === "POST" && x.status === 409)).to.deep.equal([]);
   });
 
   it("the informers survive API errors: a watch answered 500 is restarted and the events after it are mapped", async () => {

@@ -4,17 +4,25 @@
  * when pods, services and nodes go, no write at all on a restart against a
  * converged MidoNet, orphans of a downtime found by listing, make-before-break
  * for replaced rules, drift and rule order repaired, failures (500s,
- * timeouts) retried with backoff until it converges, never a create twice, and
- * MAC and ARP entries the datapath learned told from ours.
+ * timeouts) retried with backoff until it converges, never a create twice,
+ * MAC and ARP entries the datapath learned told from ours, and tunnel zone
+ * memberships followed across a downtime through the Nodes' records of the
+ * zone joined.
  */
 import { expect } from "chai";
 import { MidonetClient } from "../../src/midonet/api.js";
 import { idForKey, macForKey, subId } from "../../src/midonet/ids.js";
 import { ClusterMapper, isEmpty, type ResourceChanges } from "../../src/midonet/mapping/index.js";
+import { nodeOwner } from "../../src/midonet/mapping/model.js";
 import { nodeIds } from "../../src/midonet/mapping/node.js";
 import { podPortId } from "../../src/midonet/mapping/pod.js";
 import { servicePortChainId } from "../../src/midonet/mapping/service.js";
-import { type FlushReport, Reconciler, type WriteOp } from "../../src/midonet/reconciler.js";
+import {
+  type FlushReport,
+  Reconciler,
+  type TunnelZoneRecords,
+  type WriteOp,
+} from "../../src/midonet/reconciler.js";
 import type { ResourceKind } from "../../src/midonet/resources.js";
 import {
   duplicateCreates,
@@ -69,20 +77,73 @@ interface Harness {
 describe("midonet reconciler (against the API simulator)", function () {
   this.timeout(30_000);
   let sim: MidonetSimulator;
+  /** The Nodes' tunnel zone records: they outlive a controller, as the Nodes do. */
+  let recorded: Map<string, string>;
+  /** Each record write, with how many MidoNet calls came before it. */
+  let recordWrites: { node: string; zone: string | undefined; at: number }[];
+  /** Record writes that broke the rule (moved while the membership it named was held). */
+  let recordViolations: string[];
 
   beforeEach(async () => {
     sim = await startMidonetSimulator({
       hosts: Object.entries(HOSTS).map(([name, id]) => ({ id, name })),
     });
+    recorded = new Map();
+    recordWrites = [];
+    recordViolations = [];
   });
+
+  /** The node's host as its mapping has it (its node port's binding). */
+  function hostOf(mapper: ClusterMapper, name: string): string | undefined {
+    for (const r of mapper.state.mapping(nodeOwner(name))?.resources ?? []) {
+      if (r.kind === "HostInterfacePort") return r.body.hostId;
+    }
+    return undefined;
+  }
+
+  /** The records as the controller keeps them on the Nodes of `mapper` (a deleted node's go with it). */
+  function recordsOf(mapper: ClusterMapper, afterRecord?: () => void): TunnelZoneRecords {
+    return {
+      zoneOf: (name) => recorded.get(name),
+      *all() {
+        for (const [name, zone] of recorded) {
+          const hostId = hostOf(mapper, name);
+          if (hostId) yield { node: name, zone, hostId };
+        }
+      },
+      write: async (name, zone) => {
+        const before = recorded.get(name);
+        const host = hostOf(mapper, name);
+        const stillIn = sim
+          .snapshot()
+          .tunnelZoneHosts.some((m) => m.tunnelZoneId === before && m.hostId === host);
+        if (before !== undefined && before !== zone && stillIn) {
+          recordViolations.push(
+            `${name}: record moved ${before} → ${zone} while its host is in ${before}`,
+          );
+        }
+        if (zone === undefined) recorded.delete(name);
+        else recorded.set(name, zone);
+        recordWrites.push({ node: name, zone, at: sim.calls.length });
+        afterRecord?.();
+      },
+    };
+  }
 
   afterEach(async () => {
     await sim.close();
+    expect(recordViolations, "tunnel zone records moved too early").to.deep.equal([]);
   });
 
   function harness(
     clientOptions: { timeoutMs?: number; retries?: number } = {},
-    life: { signal?: AbortSignal; afterWrite?: (op: WriteOp) => void; info?: string[] } = {},
+    life: {
+      signal?: AbortSignal;
+      afterWrite?: (op: WriteOp) => void;
+      info?: string[];
+      /** Runs once a record is written; throwing fails the write after it happened. */
+      afterRecord?: () => void;
+    } = {},
   ): Harness {
     const mapper = new ClusterMapper({ tenant: TENANT });
     const client = new MidonetClient({
@@ -103,6 +164,7 @@ describe("midonet reconciler (against the API simulator)", function () {
       config: mapper.config,
       backoffMs: 20,
       maxBackoffMs: 100,
+      records: recordsOf(mapper, life.afterRecord),
       ...(life.signal ? { signal: life.signal } : {}),
       ...(life.info ? { logger: infoLogger(life.info) } : {}),
       observer: {
@@ -566,6 +628,223 @@ describe("midonet reconciler (against the API simulator)", function () {
       `snat ${podIp(2)}`,
       "dnat",
     ]);
+  });
+
+  // -- tunnel zones named by the nodes' annotations --------------------------
+
+  const ZONE_X = "7a5e0000-0000-4000-8000-00000000000a";
+  const ZONE_Y = "7a5e0000-0000-4000-8000-00000000000b";
+  const GATEWAY = "0b7c3a4e-9999-4a9a-8a9a-000000000009";
+
+  /** Zones X and Y as an operator makes them, with a gateway (no node's host) in X. */
+  async function operatorZones(client: MidonetClient): Promise<void> {
+    await client.tunnelZones.create({ id: ZONE_X, name: "zone-x", type: "vxlan" });
+    await client.tunnelZones.create({ id: ZONE_Y, name: "zone-y", type: "vxlan" });
+    sim.addHost({ id: GATEWAY, name: "gateway1" });
+    await client.tunnelZoneHosts.create(ZONE_X, { hostId: GATEWAY, ipAddress: "192.168.1.250" });
+  }
+
+  /** The full cluster, each node annotated with its zone (undefined: none, the default). */
+  function clusterInZones(mapper: ClusterMapper, zones: Record<string, string | undefined>) {
+    fullCluster(mapper);
+    for (const [i, name] of NODE_NAMES.entries()) {
+      const annotations: Record<string, string> = { "midonet.org/host-id": HOSTS[name] as string };
+      const zone = zones[name];
+      if (zone) annotations["midonet.org/tunnel-zone-id"] = zone;
+      mapper.upsertNode(node(name, i + 1, annotations));
+    }
+  }
+
+  /** "<zone>/<node>" for every membership MidoNet holds, the gateway as "gateway". */
+  const memberships = (): string[] => {
+    const nodeOf = new Map(Object.entries(HOSTS).map(([name, id]) => [id, name]));
+    nodeOf.set(GATEWAY, "gateway");
+    const zoneName = (id: string | undefined) =>
+      id === ZONE_X ? "X" : id === ZONE_Y ? "Y" : "default";
+    return sim
+      .snapshot()
+      .tunnelZoneHosts.map((m) => `${zoneName(m.tunnelZoneId)}/${nodeOf.get(m.hostId)}`)
+      .sort();
+  };
+
+  async function convergedInZones(zones: Record<string, string | undefined>): Promise<Harness> {
+    const h = harness();
+    await operatorZones(h.client);
+    clusterInZones(h.mapper, zones);
+    expect((await h.reconciler.resync()).ok).to.equal(true);
+    await h.settle();
+    expect(h.failures).to.deep.equal([]);
+    return h;
+  }
+
+  it("nodes moved to another tunnel zone while it was down (X→default, X→Y, default→X): the old memberships go, the new ones come, the records follow", async () => {
+    const h = await convergedInZones({ node1: ZONE_X, node2: ZONE_X, node3: undefined });
+    const defaultZone = h.mapper.config.ids.defaultTunnelZone;
+    expect(memberships()).to.deep.equal(["X/gateway", "X/node1", "X/node2", "default/node3"]);
+    expect(Object.fromEntries(recorded)).to.deep.equal({
+      node1: ZONE_X,
+      node2: ZONE_X,
+      node3: defaultZone,
+    });
+
+    const restarted = harness();
+    clusterInZones(restarted.mapper, { node1: undefined, node2: ZONE_Y, node3: ZONE_X });
+    const report = await restarted.reconciler.resync();
+    expect(report).to.deep.include({ ok: true, orphans: 3 });
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expect(restarted.reconciler.converged).to.equal(true);
+    // The gateway an operator put in X stays: only a node's own recorded membership is ours.
+    expect(memberships()).to.deep.equal(["X/gateway", "X/node3", "Y/node2", "default/node1"]);
+    expect(Object.fromEntries(recorded)).to.deep.equal({
+      node1: defaultZone,
+      node2: ZONE_Y,
+      node3: ZONE_X,
+    });
+    // And a restart after that has nothing left to do.
+    sim.clearCalls();
+    const again = harness();
+    clusterInZones(again.mapper, { node1: undefined, node2: ZONE_Y, node3: ZONE_X });
+    expect(await again.reconciler.resync()).to.deep.equal({
+      ok: true,
+      missing: 0,
+      differing: 0,
+      orphans: 0,
+    });
+    await again.settle();
+    expect(writeCalls()).to.deep.equal([]);
+  });
+
+  it("a node's zone changed while running: the old membership goes, then the record moves, then the new one is POSTed", async () => {
+    const h = await convergedInZones({ node1: ZONE_X, node2: undefined, node3: undefined });
+    sim.clearCalls();
+    const start = recordWrites.length;
+    await h.apply(
+      h.mapper.upsertNode(
+        node("node1", 1, {
+          "midonet.org/host-id": HOSTS.node1 as string,
+          "midonet.org/tunnel-zone-id": ZONE_Y,
+        }),
+      ),
+    );
+    expect(h.failures).to.deep.equal([]);
+    expect(memberships()).to.deep.equal(["X/gateway", "Y/node1", "default/node2", "default/node3"]);
+    const writes = recordWrites.slice(start);
+    expect(writes.map((w) => [w.node, w.zone])).to.deep.equal([["node1", ZONE_Y]]);
+    const at = writes[0]?.at as number;
+    const calls = sim.calls.map((c) => `${c.method} ${c.path}`);
+    const deleted = calls.indexOf(`DELETE /tunnel_zones/${ZONE_X}/hosts/${HOSTS.node1}`);
+    const posted = calls.indexOf(`POST /tunnel_zones/${ZONE_Y}/hosts`);
+    expect(deleted).to.be.within(0, at - 1);
+    expect(posted).to.be.at.least(at);
+  });
+
+  it("a membership whose POST was made but whose answer was lost as the controller died: its record names it, and a restart removes it once the node moved", async () => {
+    await convergedInZones({ node1: undefined, node2: undefined, node3: undefined });
+    // node1 goes to X; its POST is made late, after the client gave up, and then the process dies.
+    const dying = harness({ timeoutMs: 100, retries: 0 });
+    clusterInZones(dying.mapper, { node1: undefined, node2: undefined, node3: undefined });
+    expect((await dying.reconciler.resync()).ok).to.equal(true);
+    await dying.settle();
+    sim.injectFault({
+      method: "POST",
+      path: `/tunnel_zones/${ZONE_X}/hosts`,
+      delayMs: 300,
+      times: 1,
+    });
+    dying.reconciler.enqueue(
+      dying.mapper.upsertNode(
+        node("node1", 1, {
+          "midonet.org/host-id": HOSTS.node1 as string,
+          "midonet.org/tunnel-zone-id": ZONE_X,
+        }),
+      ),
+    );
+    await dying.reconciler.flush();
+    expect(dying.failures.some((f) => f.includes("timed out"))).to.equal(true);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(memberships()).to.include("X/node1");
+    expect(recorded.get("node1")).to.equal(ZONE_X);
+
+    // Restarted with node1 back in the default zone: the membership in X is found and goes.
+    const restarted = harness();
+    clusterInZones(restarted.mapper, { node1: undefined, node2: undefined, node3: undefined });
+    expect(await restarted.reconciler.resync()).to.deep.include({ ok: true, orphans: 1 });
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expect(memberships()).to.deep.equal([
+      "X/gateway",
+      "default/node1",
+      "default/node2",
+      "default/node3",
+    ]);
+    expect(recorded.get("node1")).to.equal(restarted.mapper.config.ids.defaultTunnelZone);
+  });
+
+  it("a crash between the record write and the POST: the record names a zone the host is not in, and a restart goes on from it", async () => {
+    await convergedInZones({ node1: undefined, node2: undefined, node3: undefined });
+    const crash = new AbortController();
+    const dying = harness({}, { signal: crash.signal, afterRecord: () => crash.abort() });
+    clusterInZones(dying.mapper, { node1: ZONE_X, node2: undefined, node3: undefined });
+    expect((await dying.reconciler.resync()).ok).to.equal(true);
+    await dying.reconciler.flush();
+    // The old membership went, the record moved to X, nothing was POSTed to X.
+    expect(recorded.get("node1")).to.equal(ZONE_X);
+    expect(memberships()).to.deep.equal(["X/gateway", "default/node2", "default/node3"]);
+
+    const restarted = harness();
+    clusterInZones(restarted.mapper, { node1: ZONE_Y, node2: undefined, node3: undefined });
+    expect((await restarted.reconciler.resync()).ok).to.equal(true);
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expect(memberships()).to.deep.equal(["X/gateway", "Y/node1", "default/node2", "default/node3"]);
+    expect(recorded.get("node1")).to.equal(ZONE_Y);
+  });
+
+  it("a recorded zone deleted while it was down (404): nothing to read there, the node joins its new zone and the record follows", async () => {
+    const h = await convergedInZones({ node1: ZONE_X, node2: undefined, node3: undefined });
+    await h.client.tunnelZones.delete(ZONE_X);
+    const restarted = harness();
+    clusterInZones(restarted.mapper, { node1: undefined, node2: undefined, node3: undefined });
+    expect((await restarted.reconciler.resync()).ok).to.equal(true);
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expect(memberships()).to.deep.equal(["default/node1", "default/node2", "default/node3"]);
+    expect(recorded.get("node1")).to.equal(restarted.mapper.config.ids.defaultTunnelZone);
+  });
+
+  it("a node that no longer has a tunnel endpoint (no IPv4 address): its membership goes and its record with it", async () => {
+    const h = await convergedInZones({ node1: ZONE_X, node2: undefined, node3: undefined });
+    const n1 = node("node1", 1, {
+      "midonet.org/host-id": HOSTS.node1 as string,
+      "midonet.org/tunnel-zone-id": ZONE_X,
+    });
+    await h.apply(h.mapper.upsertNode({ ...n1, status: { addresses: [] } }));
+    expect(h.failures).to.deep.equal([]);
+    expect(memberships()).to.deep.equal(["X/gateway", "default/node2", "default/node3"]);
+    expect(recorded.has("node1")).to.equal(false);
+  });
+
+  it("memberships made before records were kept get their record at the next resync, with no MidoNet write", async () => {
+    await convergedInZones({ node1: ZONE_X, node2: undefined, node3: undefined });
+    const defaultZone = new ClusterMapper({ tenant: TENANT }).config.ids.defaultTunnelZone;
+    recorded.clear();
+    sim.clearCalls();
+    const restarted = harness();
+    clusterInZones(restarted.mapper, { node1: ZONE_X, node2: undefined, node3: undefined });
+    expect(await restarted.reconciler.resync()).to.deep.equal({
+      ok: true,
+      missing: 0,
+      differing: 0,
+      orphans: 0,
+    });
+    await restarted.settle();
+    expect(writeCalls()).to.deep.equal([]);
+    expect(Object.fromEntries(recorded)).to.deep.equal({
+      node1: ZONE_X,
+      node2: defaultZone,
+      node3: defaultZone,
+    });
   });
 
   it("a mapping change that comes back to where it was before the flush makes no write", async () => {

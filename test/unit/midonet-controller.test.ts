@@ -1,6 +1,7 @@
 /**
  * The controller's pure parts: its flags (defaults, env twins, refusals), the
- * Node annotations it writes, and its metrics text.
+ * Node annotations it writes (the tunnel zone record through a fake API), and
+ * its metrics text.
  */
 import { expect } from "chai";
 import { parseFlags, UsageError } from "../../src/common/flags.js";
@@ -9,7 +10,9 @@ import { CONTROLLER_FLAGS, controllerOptionsFromFlags } from "../../src/midonet/
 import { ControllerMetrics, errorCode } from "../../src/midonet/controller/metrics.js";
 import {
   type AnnotatedNode,
+  NodeAnnotator,
   nodeAnnotationPatch,
+  recordedTunnelZone,
 } from "../../src/midonet/controller/node-annotations.js";
 
 const API = "http://midonet-api:8181/midonet-api";
@@ -181,6 +184,91 @@ describe("midonet controller", () => {
         expect(nodeAnnotationPatch(t.node, hosts, ZONE)).to.deep.equal(t.patch);
       });
     }
+  });
+
+  describe("the tunnel zone record on the Node (midonet.org/tunnel-zone-joined)", () => {
+    const JOINED = "midonet.org/tunnel-zone-joined";
+    const OTHER = "aaaaaaaa-0000-4000-8000-000000000001";
+
+    it("reads a UUID, lowercased; anything else is no record", () => {
+      const n = (v: string) => ({ metadata: { name: "n", annotations: { [JOINED]: v } } });
+      expect(recordedTunnelZone(n(` ${ZONE.toUpperCase()} `))).to.equal(ZONE);
+      expect(recordedTunnelZone(n("default"))).to.equal(undefined);
+      expect(recordedTunnelZone({ metadata: { name: "n" } })).to.equal(undefined);
+    });
+
+    /** An annotator over `nodes` (the informer), its merge patches kept in `patches`. */
+    function annotator(nodes: Map<string, AnnotatedNode>, fail = false) {
+      const patches: { name: string; body: unknown }[] = [];
+      const core = {
+        patchNode: async (req: { name: string; body: unknown }) => {
+          if (fail) throw Object.assign(new Error("conflict"), { code: 500 });
+          patches.push(req);
+          return {};
+        },
+      };
+      const a = new NodeAnnotator({
+        core: core as never,
+        midonet: { hosts: { list: async () => [] } } as never,
+        defaultTunnelZone: ZONE,
+        getNode: (name) => nodes.get(name),
+        listNodes: () => [...nodes.values()],
+      });
+      return { a, patches };
+    }
+
+    it("writes the record as a merge patch of that key alone, and reads its own write before the informer has it", async () => {
+      const nodes = new Map<string, AnnotatedNode>([
+        ["node1", { metadata: { name: "node1", annotations: { "midonet.org/host-id": HOST } } }],
+        ["node2", { metadata: { name: "node2", annotations: { [JOINED]: OTHER } } }],
+      ]);
+      const { a, patches } = annotator(nodes);
+      a.start();
+      try {
+        expect(a.zoneOf("node1")).to.equal(undefined);
+        await a.write("node1", ZONE);
+        expect(patches).to.deep.equal([
+          { name: "node1", body: { metadata: { annotations: { [JOINED]: ZONE } } } },
+        ]);
+        expect(a.zoneOf("node1")).to.equal(ZONE);
+        // node2 has no host id yet: its record names nothing MidoNet could hold.
+        expect([...a.all()]).to.deep.equal([{ node: "node1", zone: ZONE, hostId: HOST }]);
+
+        // The informer catches up, then a removal: null in the merge patch.
+        nodes.set("node1", {
+          metadata: { name: "node1", annotations: { "midonet.org/host-id": HOST, [JOINED]: ZONE } },
+        });
+        a.nodeChanged("node1");
+        await a.write("node1", undefined);
+        expect(patches[1]).to.deep.equal({
+          name: "node1",
+          body: { metadata: { annotations: { [JOINED]: null } } },
+        });
+        expect(a.zoneOf("node1")).to.equal(undefined);
+        expect([...a.all()]).to.deep.equal([]);
+      } finally {
+        await a.stop();
+      }
+    });
+
+    it("a failed write rejects (the reconciler retries the join), as does one after leadership ended", async () => {
+      const nodes = new Map<string, AnnotatedNode>([["node1", { metadata: { name: "node1" } }]]);
+      const failing = annotator(nodes, true).a;
+      failing.start();
+      try {
+        await failing.write("node1", ZONE).then(
+          () => expect.fail("written"),
+          (err: Error) => expect(err.message).to.include("HTTP 500"),
+        );
+        expect(failing.zoneOf("node1")).to.equal(undefined);
+      } finally {
+        await failing.stop();
+      }
+      await failing.write("node1", ZONE).then(
+        () => expect.fail("written"),
+        (err: Error) => expect(err.message).to.include("not leading"),
+      );
+    });
   });
 
   describe("metrics", () => {

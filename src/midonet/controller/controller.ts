@@ -339,6 +339,21 @@ export async function startMidonetController(
         signal: abort.signal,
         onAttempt: (a) => metrics.apiAttempt(a),
       });
+      const annotator = new NodeAnnotator({
+        core,
+        midonet: client,
+        defaultTunnelZone: mapper.config.ids.defaultTunnelZone,
+        getNode: (name) => nodes.get(name),
+        listNodes: () => nodes.list(),
+        refreshMs: o.hostRefreshMs,
+        logger,
+        onPatch: (outcome) => metrics.inc("midonet_controller_node_annotations_total", { outcome }),
+        onError: (what, err) =>
+          metrics.inc("midonet_controller_kube_errors_total", {
+            op: what === "patch" ? "patch-node" : "list-hosts",
+            code: errorCode(err),
+          }),
+      });
       const l: Leadership = {
         abort,
         wakeup: new Wakeup(),
@@ -349,26 +364,13 @@ export async function startMidonetController(
           config: mapper.config,
           logger,
           observer: metrics,
+          // Each node's joined zone, recorded on the Node through the annotator's patches.
+          records: annotator,
           backoffMs,
           maxBackoffMs,
           signal: abort.signal,
         }),
-        annotator: new NodeAnnotator({
-          core,
-          midonet: client,
-          defaultTunnelZone: mapper.config.ids.defaultTunnelZone,
-          getNode: (name) => nodes.get(name),
-          listNodes: () => nodes.list(),
-          refreshMs: o.hostRefreshMs,
-          logger,
-          onPatch: (outcome) =>
-            metrics.inc("midonet_controller_node_annotations_total", { outcome }),
-          onError: (what, err) =>
-            metrics.inc("midonet_controller_kube_errors_total", {
-              op: what === "patch" ? "patch-node" : "list-hosts",
-              code: errorCode(err),
-            }),
-        }),
+        annotator,
       };
       leadership = l;
       metrics.set("midonet_controller_leader", {}, 1);

@@ -13,6 +13,11 @@
  * - midonet.org/tunnel-endpoint-ip: the first IPv4 InternalIP, when absent.
  *   Present annotations are the operator's choice and stay; removing one lets
  *   the controller fill it again.
+ * - midonet.org/tunnel-zone-joined: the zone the reconciler last joined the
+ *   node's host to, written when it asks (TunnelZoneRecords in reconciler.ts):
+ *   before it POSTs a membership, and after it deleted the one named. Not the
+ *   operator's: it is how a restart finds a membership in a zone the node was
+ *   moved out of while the controller was down.
  *
  * Nothing is written for a node whose host MidoNet does not know (yet): the
  * host list is read again every refresh period while such a node exists.
@@ -23,11 +28,16 @@ import { isIPv4 } from "node:net";
 import { type CoreV1Api, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { MidonetClient } from "../api.js";
+import { isUuid } from "../ids.js";
 import {
   ANNOTATION_HOST_ID,
   ANNOTATION_TUNNEL_ENDPOINT_IP,
   ANNOTATION_TUNNEL_ZONE_ID,
+  ANNOTATION_TUNNEL_ZONE_JOINED,
+  type Node,
 } from "../mapping/k8s.js";
+import { nodeHostId } from "../mapping/node.js";
+import type { TunnelZoneRecords } from "../reconciler.js";
 
 /** The node fields read here (a V1Node fits). */
 export interface AnnotatedNode {
@@ -63,6 +73,12 @@ export function nodeAnnotationPatch(
   return Object.keys(patch).length > 0 ? patch : undefined;
 }
 
+/** The zone a node's record names (lowercase); undefined when none or not a UUID. */
+export function recordedTunnelZone(node: AnnotatedNode | undefined): string | undefined {
+  const text = node?.metadata?.annotations?.[ANNOTATION_TUNNEL_ZONE_JOINED]?.trim();
+  return text && isUuid(text) ? text.toLowerCase() : undefined;
+}
+
 export interface NodeAnnotatorOptions {
   core: CoreV1Api;
   midonet: MidonetClient;
@@ -85,10 +101,15 @@ function describe(err: unknown): string {
   return typeof e?.code === "number" ? `HTTP ${e.code}` : (e?.message ?? String(err));
 }
 
-/** Keeps every Node's MidoNet annotations written (run by the leader only). */
-export class NodeAnnotator {
+/**
+ * Keeps every Node's MidoNet annotations written, and its tunnel zone record
+ * as the reconciler asks (run by the leader only).
+ */
+export class NodeAnnotator implements TunnelZoneRecords {
   private readonly o: NodeAnnotatorOptions;
   private readonly pending = new Set<string>();
+  /** Records written, until the informer shows them (null: removed). */
+  private readonly written = new Map<string, string | null>();
   private hosts = new Map<string, string>();
   private hostsReadAt = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
@@ -118,8 +139,11 @@ export class NodeAnnotator {
 
   /** A node was added or changed: look at it soon. */
   nodeChanged(name: string): void {
-    if (this.stopped) return;
     const node = this.o.getNode(name);
+    if (this.written.has(name) && (recordedTunnelZone(node) ?? null) === this.written.get(name)) {
+      this.written.delete(name); // the informer caught up with our write
+    }
+    if (this.stopped) return;
     // Nothing to do by what is known already: skip (node status updates are frequent).
     if (
       node &&
@@ -134,6 +158,40 @@ export class NodeAnnotator {
 
   nodeDeleted(name: string): void {
     this.pending.delete(name);
+    this.written.delete(name);
+  }
+
+  zoneOf(name: string): string | undefined {
+    const written = this.written.get(name);
+    if (written !== undefined) return written ?? undefined;
+    return recordedTunnelZone(this.o.getNode(name));
+  }
+
+  *all(): Iterable<{ node: string; zone: string; hostId: string }> {
+    for (const n of this.o.listNodes()) {
+      const name = n.metadata?.name;
+      const zone = name && this.zoneOf(name);
+      const hostId = zone && nodeHostId(n as Node);
+      if (name && zone && hostId) yield { node: name, zone, hostId };
+    }
+  }
+
+  async write(name: string, zone: string | undefined): Promise<void> {
+    if (this.stopped)
+      throw new Error(`not leading: the tunnel zone record of node ${name} not written`);
+    try {
+      await this.patch(name, { [ANNOTATION_TUNNEL_ZONE_JOINED]: zone ?? null });
+    } catch (err) {
+      this.o.onError?.("patch", err);
+      throw new Error(`recording the tunnel zone of node ${name}: ${describe(err)}`);
+    }
+    this.written.set(name, zone ?? null);
+    this.o.logger?.info({ node: name, zone: zone ?? null }, "recorded the node's tunnel zone");
+  }
+
+  /** A JSON merge patch of these annotations alone (null removes one): no conflict can occur. */
+  private async patch(name: string, annotations: Record<string, string | null>): Promise<void> {
+    await this.o.core.patchNode({ name, body: { metadata: { annotations } } }, mergePatch);
   }
 
   private schedule(delayMs: number): void {
@@ -180,10 +238,7 @@ export class NodeAnnotator {
         continue;
       }
       try {
-        await this.o.core.patchNode(
-          { name, body: { metadata: { annotations: patch } } },
-          mergePatch,
-        );
+        await this.patch(name, patch);
         this.pending.delete(name);
         this.o.onPatch?.("ok");
         this.o.logger?.info(

@@ -129,6 +129,9 @@ export const CREATION_RANK: Readonly<Record<ResourceKind, number>> = {
 /** Owner names, one place for their form. */
 export const GLOBAL_OWNER = "Global";
 export const nodeOwner = (name: string): string => `Node/${name}`;
+/** The node an owner names; undefined for the owners that are not nodes. */
+export const ownerNode = (owner: string): string | undefined =>
+  owner.startsWith("Node/") ? owner.slice("Node/".length) : undefined;
 export const podOwner = (namespace: string, name: string): string => `Pod/${namespace}/${name}`;
 export const serviceOwner = (namespace: string, name: string): string =>
   `Service/${namespace}/${name}`;
