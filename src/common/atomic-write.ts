@@ -1,12 +1,14 @@
 /**
  * Files replaced whole: written to a temporary name beside the target, synced,
- * then renamed over it (and the directory synced), so a reader (a runtime reading a conflist, an exec of a
- * binary being replaced, the next start reading state) sees the old file or the
- * new one, never half of one. The temporary files a crash left are removed by
- * the next write of the same name.
+ * then renamed over it (and the directory synced), so a reader (a runtime
+ * reading a conflist, an exec of a binary being replaced, the next start
+ * reading state) sees the old file or the new one, never half of one, also
+ * after a power cut. The temporary files a crash left are removed by the next
+ * write of the same name. (The per-pod result cache does without the syncs:
+ * see result-cache.ts.)
  */
 import { randomBytes } from "node:crypto";
-import { chmod, open, readFile, rename, unlink } from "node:fs/promises";
+import { chmod, open, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { removeStaleTempFiles } from "./stale-temp-files.js";
 
@@ -17,7 +19,7 @@ const STALE_TEMP_MS = 60_000;
  * A fresh temporary name for `name` in `dir`, after removing the ones earlier
  * writes of `name` left there (only names of this form: `.<name>.<8 hex>.tmp`).
  */
-export function tempFileFor(dir: string, name: string): string {
+function tempFileFor(dir: string, name: string): string {
   const prefix = `.${name}.`;
   removeStaleTempFiles(dir, {
     isTemp: (n) => n.startsWith(prefix) && /^[0-9a-f]{8}\.tmp$/.test(n.slice(prefix.length)),
@@ -35,17 +37,32 @@ export async function writeFileAtomic(
   const bytes = typeof content === "string" ? Buffer.from(content) : Buffer.from(content);
   const current = await readFile(path).catch(() => undefined);
   if (current?.equals(bytes)) return false;
-  const tmp = tempFileFor(dirname(path), basename(path));
-  const fh = await open(tmp, "wx", mode);
-  try {
-    await fh.writeFile(bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await chmod(tmp, mode);
-  await renameIntoPlace(tmp, path);
+  await placeFile(path, mode, (tmp) => writeFile(tmp, bytes, { flag: "wx", mode }));
   return true;
+}
+
+/**
+ * Puts a file in place whole: `fill` writes a fresh temporary file beside
+ * `path`, which is given `mode`, synced and renamed over `path`, and the
+ * directory synced after; on any failure the temporary file is removed.
+ */
+export async function placeFile(
+  path: string,
+  mode: number,
+  fill: (tmp: string) => Promise<void>,
+): Promise<void> {
+  const tmp = tempFileFor(dirname(path), basename(path));
+  try {
+    await fill(tmp);
+    await chmod(tmp, mode);
+    await syncFile(tmp);
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+  // A directory's fsync is refused on a few filesystems (EINVAL); the rename stands all the same.
+  await syncFile(dirname(path)).catch(() => {});
 }
 
 /** Flushes a file's data to disk: a rename of unsynced data can survive a power cut as an empty file. */
@@ -56,19 +73,4 @@ export async function syncFile(path: string): Promise<void> {
   } finally {
     await fh.close();
   }
-}
-
-/**
- * The temporary file renamed over the target, then the directory synced so the
- * rename itself is on disk; the temporary file is removed when the rename fails.
- */
-export async function renameIntoPlace(tmp: string, path: string): Promise<void> {
-  try {
-    await rename(tmp, path);
-  } catch (err) {
-    await unlink(tmp).catch(() => {});
-    throw err;
-  }
-  // A directory's fsync is refused on a few filesystems (EINVAL); the rename stands all the same.
-  await syncFile(dirname(path)).catch(() => {});
 }

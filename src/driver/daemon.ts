@@ -253,7 +253,8 @@ export async function startDriver(
     { spawn: spawning.name, reason: spawning.reason },
     `plugins exec'd through ${spawning.name} spawn`,
   );
-  // And host-local: exec'd, or in-process on the same files when asked and flock is there.
+  // And host-local: in-process on the binary's files (the default) when the flock addon
+  // is there; exec'd with --host-local exec or without the addon.
   const hostLocal = hostLocalBackend(opts);
   logger[hostLocal.fallback ? "warn" : "info"](
     { hostLocal: hostLocal.name, reason: hostLocal.reason },

@@ -6,10 +6,10 @@
  * never reads half a conflist; the temporary files of an install a crash cut
  * short are removed by the next one.
  */
-import { chmod, copyFile, mkdir, stat, unlink } from "node:fs/promises";
+import { copyFile, mkdir, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
-import { renameIntoPlace, syncFile, tempFileFor, writeFileAtomic } from "../common/atomic-write.js";
+import { placeFile, writeFileAtomic } from "../common/atomic-write.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";
@@ -64,15 +64,6 @@ export async function installExecutable(
   await mkdir(binDir, { recursive: true });
   const dest = join(binDir, name);
   if (opts.keepExisting && (await stat(dest).catch(() => undefined))) return false;
-  const tmp = tempFileFor(binDir, name);
-  try {
-    await copyFile(source, tmp);
-    await chmod(tmp, 0o755);
-    await syncFile(tmp);
-  } catch (err) {
-    await unlink(tmp).catch(() => {});
-    throw err;
-  }
-  await renameIntoPlace(tmp, dest);
+  await placeFile(dest, 0o755, (tmp) => copyFile(source, tmp));
   return true;
 }

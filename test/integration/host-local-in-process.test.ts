@@ -11,6 +11,7 @@
  * (the flock on `lock`). GC and STATUS, which the binary predates, are checked
  * against what current host-local does.
  */
+import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -777,6 +778,19 @@ describe("host-local in-process vs the host-local binary", function () {
       expect(await pair.call(old, check("c1"))).to.deep.equal({
         error: { code: 1, message: "config version does not allow CHECK" },
       });
+    });
+
+    it("cniVersion written twice in two cases: the last key is checked, before anything is made", async () => {
+      const twice: Stdin = (dataDir) => ({
+        cniVersion: "1.0.0",
+        name: NET,
+        CNIVersion: "9.9.9",
+        ipam: { type: "host-local", ...SMALL_V4, dataDir },
+      });
+      const pair = await Differential.create();
+      expect(errorOf(await pair.call(twice, add("c1")), "ADD").code).to.equal(1);
+      expect(existsSync(join(pair.a, NET)), "the network's directory").to.equal(false);
+      await pair.expectSameFiles();
     });
 
     it("leases in the pre-0.7 format (the id alone) are found and released by id", async () => {

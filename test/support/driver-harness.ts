@@ -40,6 +40,8 @@ export function driverCommand(args: readonly string[], nodeBinary?: string): Dri
     : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
   const env = { ...process.env };
   delete env.NODE_EXTRA_CA_CERTS;
+  // The suites choose the host-local mode by flag (none: the default); an env twin must not.
+  delete env.CNI_DRIVER_HOST_LOCAL;
   return { node: nodeBinary ?? process.execPath, args: [...entry, ...args], env };
 }
 

@@ -23,6 +23,7 @@ import type { BuiltinPlugin, PluginInvocation } from "../../plugin-runner.js";
 import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
 import {
   bigToIp,
+  goField,
   type HostLocalRange,
   parseAddress,
   type RangeSet,
@@ -57,7 +58,8 @@ export function createHostLocalPlugin(opts: HostLocalPluginOptions): BuiltinPlug
 
 async function runVerb(inv: PluginInvocation, opts: HostLocalPluginOptions): Promise<unknown> {
   if (inv.command === "VERSION") return versionInfo();
-  requireSkelVersion(inv.command, inv.config.cniVersion);
+  // Read as the config is (any case, the last key wins), so the check and the result agree.
+  requireSkelVersion(inv.command, goField(inv.config, "cniVersion"));
   const conf = loadHostLocalConfig(inv.config, inv.cniArgs ?? "");
   const id = inv.containerId ?? "";
   const ifName = inv.ifName ?? "";
@@ -107,6 +109,8 @@ async function add(
   id: string,
   ifName: string,
 ): Promise<unknown> {
+  // Before anything is allocated: no throw after it may skip the release.
+  const version = requireSupportedVersion(conf.cniVersion || "0.1.0");
   const pending = [...conf.requested];
   const ips: Array<{ address: string; gateway: string }> = [];
   const releaseAll = async () => {
@@ -132,7 +136,6 @@ async function add(
     );
   }
   let out: ReturnType<typeof convertResult>;
-  const version = requireSupportedVersion(conf.cniVersion || "0.1.0");
   try {
     const result = parseResult({
       cniVersion: "1.0.0",
