@@ -7,7 +7,7 @@
 import { parseCniArgs } from "../cni/args.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
 import { type FlagSpec, parseFlags, UsageError, usage } from "../common/flags.js";
-import { untilStopSignal } from "../common/stop-signal.js";
+import { exitAfterStop, untilStopSignal } from "../common/stop-signal.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
 import { DriverClient } from "./client.js";
 import { driverOptionsFromFlags, driverVersion, SERVE_FLAGS, startDriver } from "./daemon.js";
@@ -149,6 +149,7 @@ async function serve(argv: string[]): Promise<number> {
   driver.logger.info({ signal }, "stopping: not ready, draining in-flight calls");
   await driver.stop();
   driver.logger.info("stopped");
+  exitAfterStop(0);
   return 0;
 }
 

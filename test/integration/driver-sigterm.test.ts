@@ -6,6 +6,7 @@
  * done, then drains the same way. A chained plugin that sleeps on command shows it.
  */
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { expect } from "chai";
 import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harness.js";
@@ -126,4 +127,63 @@ describe("cni-driver serve: SIGTERM (integration)", function () {
     expect(h.queuedDeletions(), "replayed").to.deep.equal([]);
     expect(h.leases()).to.deep.equal([]);
   });
+
+  it("exits 0 at once while the API server holds its connections and never answers", async () => {
+    // A TCP server that accepts and then says nothing: every list, watch and patch hangs.
+    const held: Socket[] = [];
+    const blackhole = createServer((socket) => {
+      held.push(socket);
+    });
+    await new Promise<void>((resolve) => blackhole.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = blackhole.address() as AddressInfo;
+      h = harness(10);
+      const kubeconfig = join(h.root, "kubeconfig");
+      writeFileSync(kubeconfig, blackholeKubeconfig(port), { mode: 0o600 });
+      // The ConfigMap followed through the API: a list and watch from the start.
+      h.opts.extraFlags?.push(
+        "--kubeconfig",
+        kubeconfig,
+        "--node-name",
+        "sigterm-node",
+        "--configmap",
+        "kube-system/cni-driver-config",
+      );
+      await h.writeDefaultConfig();
+      await h.start();
+      createNetns(h.netnsName(3));
+      // A pod the driver will try to annotate: one more request the server holds.
+      expectNoCniError(await h.client.setUpPod(h.podRequest(3)));
+      await until(() => held.length > 0, "the driver to connect to the API server");
+      const t0 = Date.now();
+      const code = await h.stop();
+      expect(code, "exit code").to.equal(0);
+      expect(Date.now() - t0, "ms from SIGTERM to the exit").to.be.below(8_000);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => blackhole.close(resolve));
+    }
+  });
 });
+
+/** A kubeconfig naming a plain-http API server on 127.0.0.1:`port`. */
+function blackholeKubeconfig(port: number): string {
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "  - name: held",
+    "    cluster:",
+    `      server: http://127.0.0.1:${port}`,
+    "      insecure-skip-tls-verify: true",
+    "users:",
+    "  - name: held",
+    "    user:",
+    "      token: t",
+    "contexts:",
+    "  - name: held",
+    "    context: { cluster: held, user: held }",
+    "current-context: held",
+    "",
+  ].join("\n");
+}

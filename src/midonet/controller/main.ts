@@ -12,7 +12,7 @@ import {
   usage,
 } from "../../common/flags.js";
 import { createLogger, LOG_LEVELS, type LogLevel } from "../../common/logger.js";
-import { untilStopSignal } from "../../common/stop-signal.js";
+import { exitAfterStop, untilStopSignal } from "../../common/stop-signal.js";
 import type { TunnelZoneType } from "../resources.js";
 import { type MidonetControllerOptions, startMidonetController } from "./controller.js";
 
@@ -164,5 +164,6 @@ export async function runMidonetController(argv: string[]): Promise<number> {
   const signal = await untilStopSignal();
   logger.info({ signal }, "stopping: giving up the lease, then the watches");
   await controller.stop();
+  exitAfterStop(0);
   return 0;
 }
