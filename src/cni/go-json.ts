@@ -1,7 +1,8 @@
 /**
  * JSON text as Go's encoding/json.Marshal writes it, for the few places where
  * the bytes themselves matter: libcni's cache file and the list bytes that
- * libcni's ConfListFromConf produces.
+ * libcni's ConfListFromConf produces; and how its Unmarshal finds a struct
+ * field's key (goField), for configs a Go plugin would decode.
  *
  * What differs from JSON.stringify: a Go `map[string]interface{}` is written
  * with its keys sorted (byte order of their UTF-8), `<`, `>`, `&`, U+2028 and
@@ -129,4 +130,24 @@ export function goTypeName(value: unknown): string {
     default:
       return "map[string]interface {}";
   }
+}
+
+/** Go's encoding/json folds case as it matches a key to a field: ASCII letters, and ſ and K (Kelvin) for s and k. */
+const foldKey = (key: string): string =>
+  key
+    .replace(/\u017f/g, "s")
+    .replace(/\u212a/g, "k")
+    .replace(/[A-Z]/g, (c) => c.toLowerCase());
+
+/**
+ * The value Go's encoding/json decodes into the field `key` of a struct: that
+ * of the last key matching it whatever its case ("datadir", "Ranges" and
+ * "RANGESTART" are host-local's keys too); undefined when none does. (The
+ * capability args keep their own rule, findKeyIgnoringCase: the conventions'
+ * exact spelling wins over a runtime's.)
+ */
+export function goField(obj: Record<string, unknown>, key: string): unknown {
+  let value: unknown;
+  for (const k of Object.keys(obj)) if (foldKey(k) === foldKey(key)) value = obj[k];
+  return value;
 }

@@ -5,8 +5,8 @@
  */
 
 import { CniError, ErrorCode } from "../cni/errors.js";
+import { goField } from "../cni/go-json.js";
 import { ipFamily } from "../cni/ip.js";
-import { goField } from "./builtin/host-local/ranges.js";
 
 export const POD_CIDR_V4 = "usePodCidr";
 export const POD_CIDR_V6 = "usePodCidrIPv6";

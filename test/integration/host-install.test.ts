@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -23,6 +23,7 @@ import {
 } from "../../src/driver/host-install.js";
 import { DriverHarness, runDriverCli, sleep } from "../support/driver-harness.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+import { withTmpfs } from "../support/tmpfs.js";
 
 describe("host install: files by temp file + rename", () => {
   let dir = "";
@@ -85,9 +86,7 @@ describe("host install: files by temp file + rename", () => {
     requireRoot(this);
     // A 1 MiB tmpfs as the bin dir, and a 2 MiB plugin: the copy fails half-way with ENOSPC.
     const binDir = join(dir, "bin-full");
-    mkdirSync(binDir);
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", binDir]);
-    try {
+    await withTmpfs(binDir, "1m", async () => {
       writeFileSync(join(binDir, "plugin-big"), "old", { mode: 0o755 });
       const src = join(dir, "plugin-big");
       writeFileSync(src, Buffer.alloc(2 * 1024 * 1024, 1), { mode: 0o755 });
@@ -98,9 +97,7 @@ describe("host install: files by temp file + rename", () => {
       expect(err?.code).to.equal("ENOSPC");
       expect(readdirSync(binDir)).to.deep.equal(["plugin-big"]);
       expect(readFileSync(join(binDir, "plugin-big"), "utf8")).to.equal("old");
-    } finally {
-      execFileSync("umount", [binDir]);
-    }
+    });
   });
 
   it("install-cni puts the shim in (replacing an older one) and the plugins the host lacks, keeping the host's own", () => {

@@ -677,6 +677,21 @@ describe("midonet reconciler (against the API simulator)", function () {
     return h;
   }
 
+  /** A restart in these zones finds nothing to do and writes nothing to MidoNet. */
+  async function restartWritesNothing(zones: Record<string, string | undefined>): Promise<void> {
+    sim.clearCalls();
+    const restarted = harness();
+    clusterInZones(restarted.mapper, zones);
+    expect(await restarted.reconciler.resync()).to.deep.equal({
+      ok: true,
+      missing: 0,
+      differing: 0,
+      orphans: 0,
+    });
+    await restarted.settle();
+    expect(writeCalls()).to.deep.equal([]);
+  }
+
   it("nodes moved to another tunnel zone while it was down (X→default, X→Y, default→X): the old memberships go, the new ones come, the records follow", async () => {
     const h = await convergedInZones({ node1: ZONE_X, node2: ZONE_X, node3: undefined });
     const defaultZone = h.mapper.config.ids.defaultTunnelZone;
@@ -702,17 +717,7 @@ describe("midonet reconciler (against the API simulator)", function () {
       node3: ZONE_X,
     });
     // And a restart after that has nothing left to do.
-    sim.clearCalls();
-    const again = harness();
-    clusterInZones(again.mapper, { node1: undefined, node2: ZONE_Y, node3: ZONE_X });
-    expect(await again.reconciler.resync()).to.deep.equal({
-      ok: true,
-      missing: 0,
-      differing: 0,
-      orphans: 0,
-    });
-    await again.settle();
-    expect(writeCalls()).to.deep.equal([]);
+    await restartWritesNothing({ node1: undefined, node2: ZONE_Y, node3: ZONE_X });
   });
 
   it("a node's zone changed while running: the old membership goes, then the record moves, then the new one is POSTed", async () => {
@@ -829,17 +834,7 @@ describe("midonet reconciler (against the API simulator)", function () {
     await convergedInZones({ node1: ZONE_X, node2: undefined, node3: undefined });
     const defaultZone = new ClusterMapper({ tenant: TENANT }).config.ids.defaultTunnelZone;
     recorded.clear();
-    sim.clearCalls();
-    const restarted = harness();
-    clusterInZones(restarted.mapper, { node1: ZONE_X, node2: undefined, node3: undefined });
-    expect(await restarted.reconciler.resync()).to.deep.equal({
-      ok: true,
-      missing: 0,
-      differing: 0,
-      orphans: 0,
-    });
-    await restarted.settle();
-    expect(writeCalls()).to.deep.equal([]);
+    await restartWritesNothing({ node1: ZONE_X, node2: undefined, node3: undefined });
     expect(Object.fromEntries(recorded)).to.deep.equal({
       node1: ZONE_X,
       node2: defaultZone,

@@ -11,7 +11,7 @@
  * with fake plumbing; then a real driver as root.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
@@ -41,6 +41,7 @@ import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harnes
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
 import { createNetns, deleteHostLink, uniqueTag } from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+import { withTmpfs } from "../support/tmpfs.js";
 import { until } from "../support/until.js";
 
 const silent = pino({ level: "silent" });
@@ -1109,9 +1110,7 @@ describe("node link: net.ipv4.ip_forward for the midonet datapath", () => {
   it("off where /proc/sys is read-only (a container not privileged): fails naming the sysctl and the fix", async function () {
     requireRoot(this);
     const mnt = join(dir, "sys");
-    mkdirSync(mnt);
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt]);
-    try {
+    await withTmpfs(mnt, "64k", async () => {
       const sysctl = join(mnt, "ip_forward");
       writeFileSync(sysctl, "0\n");
       execFileSync("mount", ["-o", "remount,ro", mnt]);
@@ -1123,8 +1122,6 @@ describe("node link: net.ipv4.ip_forward for the midonet datapath", () => {
         `net.ipv4.ip_forward is 0 on this node and ${sysctl} cannot be written here (EROFS): the midonet datapath needs it on; set it on the node (sysctl -w net.ipv4.ip_forward=1, kept in /etc/sysctl.d) or let the driver's container write /proc/sys`,
       );
       expect(readFileSync(sysctl, "utf8")).to.equal("0\n");
-    } finally {
-      execFileSync("umount", [mnt]);
-    }
+    });
   });
 });

@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import {
   compareGoStrings,
+  goField,
   goTypeName,
   marshalGoStruct,
   marshalGoValue,
@@ -60,4 +61,16 @@ describe("cni/go-json", () => {
       expect(goTypeName(value)).to.equal(want);
     });
   }
+
+  it("goField finds a struct field's key as encoding/json does: any case, the last one wins", () => {
+    expect(goField({ dataDir: "/a" }, "dataDir")).to.equal("/a");
+    expect(goField({ DATADIR: "/a" }, "dataDir")).to.equal("/a");
+    expect(goField({ dataDir: "/a", datadir: "/b" }, "dataDir")).to.equal("/b");
+    expect(goField({ datadir: "/b", dataDir: "/a" }, "dataDir")).to.equal("/a");
+    // ſ (U+017F) folds to s and K (U+212A, Kelvin) to k; nothing else does.
+    expect(goField({ "\u017fubnet": "x" }, "subnet")).to.equal("x");
+    expect(goField({ "\u212aey": "x" }, "key")).to.equal("x");
+    expect(goField({ "data-dir": "/a" }, "dataDir")).to.equal(undefined);
+    expect(goField({ dataDir: null }, "dataDir")).to.equal(null);
+  });
 });

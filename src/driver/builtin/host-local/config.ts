@@ -5,16 +5,10 @@
  */
 import { loadArgs, parseCniArgs } from "../../../cni/args.js";
 import type { CniError } from "../../../cni/errors.js";
+import { goField } from "../../../cni/go-json.js";
 import { type IpFamily, parseCidr, parseIp } from "../../../cni/ip.js";
 import { versionAtLeast } from "../../../cni/versions.js";
-import {
-  bigToIp,
-  goField,
-  ipToBig,
-  type RangeSet,
-  rangeSetsOf,
-  requireNoOverlaps,
-} from "./ranges.js";
+import { bigToIp, ipToBig, type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
 
 /** host-local's default when the config names no dataDir. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";

@@ -16,6 +16,7 @@
 import { readFileSync } from "node:fs";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
 import { parseGcValidAttachments } from "../../../cni/gc.js";
+import { goField } from "../../../cni/go-json.js";
 import { convertResult, parseResult } from "../../../cni/result.js";
 import type { DNS } from "../../../cni/types.js";
 import { requireSkelVersion, requireSupportedVersion, versionInfo } from "../../../cni/versions.js";
@@ -23,7 +24,6 @@ import type { BuiltinPlugin, PluginInvocation } from "../../plugin-runner.js";
 import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
 import {
   bigToIp,
-  goField,
   type HostLocalRange,
   parseAddress,
   type RangeSet,

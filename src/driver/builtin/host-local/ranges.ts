@@ -6,6 +6,7 @@
  * Addresses are bigints within their family, so that stepping, comparing and
  * containment are plain arithmetic for IPv4 and IPv6 alike.
  */
+import { goField } from "../../../cni/go-json.js";
 import {
   cidrHasHostBits,
   cidrNetwork,
@@ -70,24 +71,6 @@ export function rangeSetString(set: RangeSet): string {
 }
 
 type JsonObject = Record<string, unknown>;
-
-/** Go's encoding/json folds case as it matches a key to a field: ASCII letters, and ſ and K (Kelvin) for s and k. */
-const foldKey = (key: string): string =>
-  key
-    .replace(/\u017f/g, "s")
-    .replace(/\u212a/g, "k")
-    .replace(/[A-Z]/g, (c) => c.toLowerCase());
-
-/**
- * The value Go's encoding/json decodes into the field `key` of a struct: that
- * of the last key matching it whatever its case ("datadir", "Ranges"
- * and "RANGESTART" are host-local's keys too); undefined when none does.
- */
-export function goField(obj: JsonObject, key: string): unknown {
-  let value: unknown;
-  for (const k of Object.keys(obj)) if (foldKey(k) === foldKey(key)) value = obj[k];
-  return value;
-}
 
 /** An address key of a range: absent, null or "" is unset, as Go's net.IP reads them. */
 function optionalAddress(range: JsonObject, key: string): ReturnType<typeof parseAddress> {
