@@ -47,7 +47,16 @@ export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
   // Plugins get the driver's environment as libcni passes os.Environ(); read once,
   // since reading process.env goes through a native accessor per variable, every exec.
   const baseEnv = { ...process.env };
-  const exec: RunPlugin = (inv) =>
+  const shutdown = opts.signal ? abortFanOut(opts.signal) : undefined;
+  const exec: RunPlugin = async (inv) => {
+    const run = shutdown?.enter();
+    try {
+      return await execOne(inv, run?.signal);
+    } finally {
+      run?.leave();
+    }
+  };
+  const execOne = (inv: PluginInvocation, signal: AbortSignal | undefined) =>
     execPlugin({
       type: inv.type,
       binDirs: opts.binDirs,
@@ -59,11 +68,41 @@ export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
       stdin: JSON.stringify(inv.config),
       timeoutMs: opts.timeoutMs,
       baseEnv,
-      ...(opts.signal ? { signal: opts.signal } : {}),
+      ...(signal ? { signal } : {}),
     });
   const runner: RunPlugin = (inv) => {
     const builtin = opts.builtins.get(inv.type);
     return builtin ? builtin.run(inv, runner) : exec(inv);
   };
   return runner;
+}
+
+/**
+ * One listener on the shutdown signal, whatever the number of plugins running:
+ * each run gets a signal of its own, aborted from here. Every run adding its
+ * listener to the shared signal would pile them up past Node's limit of 10
+ * (a MaxListenersExceededWarning on stderr, in a log that is JSON lines only).
+ */
+export function abortFanOut(shared: AbortSignal): {
+  enter(): { signal: AbortSignal; leave(): void };
+  /** Runs entered and not yet left. */
+  size(): number;
+} {
+  const running = new Set<AbortController>();
+  shared.addEventListener(
+    "abort",
+    () => {
+      for (const c of running) c.abort(shared.reason);
+    },
+    { once: true },
+  );
+  return {
+    enter() {
+      const c = new AbortController();
+      if (shared.aborted) c.abort(shared.reason);
+      else running.add(c);
+      return { signal: c.signal, leave: () => running.delete(c) };
+    },
+    size: () => running.size,
+  };
 }
