@@ -28,6 +28,7 @@ import {
 } from "../wire/types.js";
 import type { ConfigSource } from "./config-source.js";
 import type { ChainExecutor } from "./executor.js";
+import { HostNetnsGuard } from "./host-netns-guard.js";
 import { type AttachmentLocks, attachmentKey } from "./locks.js";
 import type { Metrics } from "./metrics.js";
 import type { DriverConfig } from "./network-config.js";
@@ -46,6 +47,8 @@ export interface ServiceDeps {
   attachments: AttachmentIndex;
   /** Told of pods set up, torn down or failed, after the answer: never on the CNI path. */
   podObserver?: PodNetworkObserver;
+  /** Which namespaces are never a pod's; default: the driver's own and PID 1's. */
+  hostNetns?: HostNetnsGuard;
 }
 
 /** One attachment, as a PodNetworkObserver hears of it. */
@@ -145,7 +148,10 @@ interface CallNetwork {
 }
 
 export class DriverService {
-  constructor(private readonly d: ServiceDeps) {}
+  private readonly hostNetns: HostNetnsGuard;
+  constructor(private readonly d: ServiceDeps) {
+    this.hostNetns = d.hostNetns ?? new HostNetnsGuard();
+  }
 
   async setUpPod(req: PodRequest): Promise<PodResponse> {
     let version = req.cni_version || "";
@@ -162,6 +168,7 @@ export class DriverService {
       async (call) => {
         const r = resolvePodRequest(req, "ADD");
         info = { ...info, pod: r.pod, network: r.network };
+        await this.hostNetns.refuse("ADD", r.attachment.netns);
         step = "choosing the network";
         const list = this.network(r.network);
         info.network = list.name;
@@ -209,6 +216,16 @@ export class DriverService {
       async (call) => {
         const r = resolvePodRequest(req, "DEL");
         const { containerId, ifName } = r.attachment;
+        // No ADD was let into the host's namespace, so nothing of a pod's is there: a DEL
+        // naming it runs as if the netns were gone, and never removes the node's own links.
+        const host = await this.hostNetns.which(r.attachment.netns);
+        if (host) {
+          this.d.logger.warn(
+            { containerId, ifName, netns: r.attachment.netns, is: host.what },
+            "DEL names the host's network namespace: tearing down as if the netns were gone",
+          );
+          r.attachment.netns = "";
+        }
         // The network is chosen under the lock: an ADD of this attachment in flight has indexed its own by then.
         const name = await this.d.locks.run(attachmentKey(containerId, ifName), async () => {
           const cfg = this.d.config.current();
@@ -244,6 +261,7 @@ export class DriverService {
       async (call) => {
         const r = resolvePodRequest(req, "CHECK");
         if (r.cniVersion) requireVerbSupported("CHECK", r.cniVersion);
+        await this.hostNetns.refuse("CHECK", r.attachment.netns);
         const { containerId, ifName } = r.attachment;
         await this.d.locks.run(attachmentKey(containerId, ifName), () => {
           const list = this.network(r.network || this.networkOfAttachment(containerId, ifName));

@@ -1,5 +1,6 @@
 /** Network namespaces named by path, the way CNI hands them over. */
 import { statfsSync } from "node:fs";
+import { stat, statfs } from "node:fs/promises";
 
 /** nsfs's magic (linux/magic.h): what a live netns file (a bind mount, /proc/<pid>/ns/net) is on. */
 const NSFS_MAGIC = 0x6e736673;
@@ -22,4 +23,31 @@ export function netnsExists(path: string | undefined): boolean {
 /** The name of a netns under /run/netns (what `ip -n` takes); undefined for any other path. */
 export function netnsName(path: string): string | undefined {
   return /^(?:\/var)?\/run\/netns\/([^/]+)$/.exec(path)?.[1];
+}
+
+/** A network namespace's identity: nsfs's device and the namespace's inode. */
+export interface NetnsIdentity {
+  dev: number;
+  ino: number;
+}
+
+/**
+ * The identity of the namespace a path names, after symlinks (stat follows
+ * them, and /proc/<pid>/ns/net's magic link) and bind mounts (a mount shows
+ * the namespace's own inode): two paths name the same namespace exactly when
+ * their identities are equal. Undefined when nothing is there or it is not on
+ * nsfs (a removed namespace's leftover file); throws when the path exists but
+ * may not be looked at (EACCES, EPERM: another process's namespace the
+ * kernel's ptrace rules hide), which nobody could enter either.
+ */
+export async function netnsIdentity(path: string): Promise<NetnsIdentity | undefined> {
+  try {
+    const [st, fs] = await Promise.all([stat(path), statfs(path)]);
+    if (fs.type !== NSFS_MAGIC) return undefined;
+    return { dev: st.dev, ino: st.ino };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EACCES" || code === "EPERM") throw err;
+    return undefined;
+  }
 }

@@ -103,6 +103,11 @@ export interface HarnessOptions {
    * image does, instead of the sources through tsx on the test's own Node.
    */
   nodeBinary?: string;
+  /**
+   * Runs the driver inside this network namespace (a name under /run/netns), a
+   * throwaway "node": what it does to its own namespace happens there.
+   */
+  netns?: string;
 }
 
 export class DriverHarness {
@@ -319,7 +324,12 @@ export class DriverHarness {
   async start(opts: { waitReady?: boolean } = {}): Promise<void> {
     this.stderr = "";
     this.health = `127.0.0.1:${await freePort()}`;
-    const { node, args, env } = this.serveCommand({ healthAddr: this.health });
+    const serve = this.serveCommand({ healthAddr: this.health });
+    // `ip netns exec` execs the driver itself, so the child's pid stays the driver's.
+    const { node, args } = this.opts.netns
+      ? { node: "ip", args: ["netns", "exec", this.opts.netns, serve.node, ...serve.args] }
+      : serve;
+    const env = serve.env;
     const child = spawn(node, args, {
       cwd: REPO_ROOT,
       env,
