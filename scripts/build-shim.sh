@@ -1,70 +1,45 @@
 #!/usr/bin/env bash
-# Builds dist/bin/cni-driver-shim: the shim as one executable that needs no Node.js on
-# the host (Node's single executable applications).
-#
-#  1. Node: the official linux-x64 build of a Node 24 LTS, the one the image ships
-#     (scripts/node24.sh fetches it, pinned and checked, and prints its path).
-#  2. esbuild bundles src/remote-plugin-shim/main.ts into one CommonJS function
-#     expression (a SEA can require only Node's built-in modules).
-#  3. That Node runs the bundle through every verb against a fake driver and keeps
-#     V8's code cache of it (scripts/shim-sea/code-cache.cjs): with the compiled
-#     code of every function the shim calls, not only the top level that SEA's own
-#     "useCodeCache" holds, an exec compiles almost nothing.
-#  4. That Node writes the SEA blob: scripts/shim-sea/loader.cjs as the main script
-#     (it runs the bundle with that cache), the bundle and the cache as assets, and
-#     NODE_OPTIONS ignored (execArgvExtension "none"): the runtime's environment
-#     must not load code into the shim.
-#  5. postject injects the blob into a copy of the binary.
+# Builds dist/bin/cni-driver-shim: the shim as one small static C program that
+# needs nothing on the host but a Linux kernel. Sources in src/remote-plugin-shim/;
+# libraries from Debian, linked statically: libnghttp2 (HTTP/2), protobuf-c (the
+# messages of src/remote-plugin-shim/shim.proto), jansson (JSON). scripts/setup.sh
+# installs them (build-essential libnghttp2-dev libprotobuf-c-dev
+# protobuf-c-compiler libjansson-dev).
 #
 # Usage: scripts/build-shim.sh [OUTPUT]   (default dist/bin/cni-driver-shim)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SEA_FUSE=NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2
-
 out=${1:-dist/bin/cni-driver-shim}
-work=node_modules/.cache/cni-driver-shim
-node_bin=$(bash scripts/node24.sh)
-mkdir -p "$work" "$(dirname "$out")"
+src=src/remote-plugin-shim
+work=build/shim
+CC=${CC:-cc}
 
-# The CommonJS module wrapper, written out: loader.cjs calls it as Node would.
-npx esbuild src/remote-plugin-shim/main.ts --bundle --platform=node --format=cjs \
-  --target=node24 --legal-comments=none --log-level=warning --outfile="$work/shim.cjs" \
-  --banner:js="(function (exports, require, module, __filename, __dirname) {" --footer:js="})"
-
-# Its output is the shim's answers to the fake driver: not for the build log.
-if ! log=$("$node_bin" scripts/shim-sea/code-cache.cjs "$work/shim.cjs" "$work/shim.code-cache" \
-  </dev/null 2>&1); then
-  echo "$log" >&2
-  exit 1
-fi
-
-cat >"$work/sea-config.json" <<EOF
-{
-  "main": "scripts/shim-sea/loader.cjs",
-  "output": "$work/shim.blob",
-  "disableExperimentalSEAWarning": true,
-  "useCodeCache": true,
-  "execArgvExtension": "none",
-  "assets": {
-    "shim.cjs": "$work/shim.cjs",
-    "shim.code-cache": "$work/shim.code-cache"
+for need in "$CC:build-essential" "protoc-c:protobuf-c-compiler"; do
+  command -v "${need%%:*}" >/dev/null 2>&1 || {
+    echo "build-shim: ${need%%:*} is missing (Debian package ${need#*:}; scripts/setup.sh installs it)" >&2
+    exit 1
   }
-}
-EOF
-if ! log=$("$node_bin" --experimental-sea-config "$work/sea-config.json" 2>&1); then
-  echo "$log" >&2
-  exit 1
-fi
+done
+for lib in libnghttp2:libnghttp2-dev libjansson:libjansson-dev libprotobuf-c:libprotobuf-c-dev; do
+  if ! "$CC" -print-file-name="${lib%%:*}.a" | grep -q /; then
+    echo "build-shim: ${lib%%:*}.a is missing (Debian package ${lib#*:}; scripts/setup.sh installs it)" >&2
+    exit 1
+  fi
+done
+
+mkdir -p "$work" "$(dirname "$out")"
+protoc-c --c_out="$work" --proto_path="$src" "$src/shim.proto"
 
 tmp="$out.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
-cp "$node_bin" "$tmp"
-# postject warns "Can't find string offset for section name '.note…'": harmless.
-if ! log=$(npx postject "$tmp" NODE_SEA_BLOB "$work/shim.blob" --sentinel-fuse "$SEA_FUSE" 2>&1); then
-  echo "$log" >&2
-  exit 1
-fi
+# -Os and section garbage collection: the binary is exec'd for every pod, and its
+# size is read from disk by each exec.
+"$CC" -std=gnu11 -Os -Wall -Wextra -Werror -D_GNU_SOURCE \
+  -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables \
+  -I"$work" -I"$src" "$src"/*.c "$work/shim.pb-c.c" \
+  -static -Wl,--gc-sections -s \
+  -lnghttp2 -ljansson -lprotobuf-c -lm -o "$tmp"
 chmod 0755 "$tmp"
 mv "$tmp" "$out"
-echo "build-shim: wrote $out ($(du -m "$out" | cut -f1) MB)" >&2
+echo "build-shim: wrote $out ($(stat -c %s "$out") bytes, static)" >&2

@@ -123,15 +123,8 @@ export function newestMtime(path: string): number {
   return newest;
 }
 
-/** What the shim bundle is made of: it imports the CNI protocol and the wire types only. */
-const SHIM_SOURCES = [
-  "src/remote-plugin-shim",
-  "src/cni",
-  "src/wire",
-  "scripts/build-shim.sh",
-  "scripts/node24.sh",
-  "scripts/shim-sea",
-];
+/** What the shim is built from: its C sources and proto, and the build script. */
+const SHIM_SOURCES = ["src/remote-plugin-shim", "scripts/build-shim.sh"];
 
 /**
  * Builds the shim (`npm run build:shim`) when its executable is missing or older
