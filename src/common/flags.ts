@@ -52,13 +52,28 @@ export function parseFlags(
   return out;
 }
 
+/** `--help` or `-h` anywhere among a command's arguments. */
+export function wantsHelp(argv: readonly string[]): boolean {
+  return argv.includes("--help") || argv.includes("-h");
+}
+
+/**
+ * A command's flags, each with what it does, its env twin and its default: what
+ * `cni-driver <command> --help` prints, and what a usage error ends with.
+ */
 export function usage(command: string, specs: readonly FlagSpec[]): string {
-  const lines = [`usage: cni-driver ${command} [flags]`, ""];
+  if (specs.length === 0) return `usage: cni-driver ${command}  (no flags)`;
+  const lines = [
+    `usage: cni-driver ${command} [flags]`,
+    "",
+    "Each flag may instead be set by its environment variable; the command line wins.",
+    "",
+  ];
   for (const s of specs) {
-    const def = s.default !== undefined ? ` (default ${JSON.stringify(s.default)})` : "";
-    lines.push(
-      `  --${s.name}${s.boolean ? "" : " VALUE"}  ${s.help}${def}  [env ${envName(s.name)}]`,
-    );
+    lines.push(`  --${s.name}${s.boolean ? "" : " VALUE"}${s.multiple ? " (repeatable)" : ""}`);
+    lines.push(`      ${s.help}`);
+    const def = s.default === undefined ? "no default" : `default ${JSON.stringify(s.default)}`;
+    lines.push(`      env ${envName(s.name)}; ${def}`);
   }
   return lines.join("\n");
 }

@@ -6,7 +6,7 @@
  */
 import { parseCniArgs } from "../cni/args.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
-import { type FlagSpec, parseFlags, UsageError, usage } from "../common/flags.js";
+import { type FlagSpec, parseFlags, UsageError, usage, wantsHelp } from "../common/flags.js";
 import { exitAfterStop, untilStopSignal } from "../common/stop-signal.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
 import { DriverClient } from "./client.js";
@@ -51,7 +51,7 @@ const STATUS_FLAGS: readonly FlagSpec[] = [
 const GC_FLAGS: readonly FlagSpec[] = [
   SOCKET_FLAG,
   { name: "network", help: "the network to collect (default: the driver's default)" },
-  { name: "valid", multiple: true, help: "a valid attachment, ID/IFNAME (repeatable)" },
+  { name: "valid", multiple: true, help: "a valid attachment, ID/IFNAME; also comma-separated" },
   TIMEOUT_FLAG,
 ];
 
@@ -66,8 +66,51 @@ const INSTALL_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
-const COMMANDS =
-  "serve | install-cni | midonet-controller | add | del | check | status | gc | version";
+/** What `cni-driver --help` lists: each command and what it does. */
+const COMMANDS: readonly [string, string][] = [
+  ["serve", "run the node daemon: pod networking on its gRPC socket"],
+  ["install-cni", "copy the shim and the reference plugins into the node's CNI bin dir"],
+  ["midonet-controller", "map Nodes, Pods and Services onto MidoNet (leader-elected)"],
+  ["add", "set up a pod's network through the driver's socket (CNI ADD)"],
+  ["del", "tear a pod's network down (CNI DEL)"],
+  ["check", "check a pod's network (CNI CHECK)"],
+  ["status", "ask the driver whether it is ready (CNI STATUS)"],
+  ["gc", "remove the attachments --valid does not list (CNI GC)"],
+  ["version", "print the driver's version"],
+];
+
+function commandsHelp(): string {
+  const width = Math.max(...COMMANDS.map(([name]) => name.length));
+  return [
+    "usage: cni-driver COMMAND [flags]    (cni-driver COMMAND --help lists its flags)",
+    "",
+    ...COMMANDS.map(([name, what]) => `  ${name.padEnd(width)}  ${what}`),
+  ].join("\n");
+}
+
+/** Each command's flags, for its --help; the controller's are loaded only when asked for. */
+async function flagsOf(command: string): Promise<readonly FlagSpec[] | undefined> {
+  switch (command) {
+    case "serve":
+      return SERVE_FLAGS;
+    case "install-cni":
+      return INSTALL_FLAGS;
+    case "midonet-controller":
+      return (await import("../midonet/controller/main.js")).CONTROLLER_FLAGS;
+    case "add":
+    case "del":
+    case "check":
+      return POD_FLAGS;
+    case "status":
+      return STATUS_FLAGS;
+    case "gc":
+      return GC_FLAGS;
+    case "version":
+      return [];
+    default:
+      return undefined;
+  }
+}
 
 function defaultShimPath(): string {
   return new URL("../../dist/bin/cni-driver-shim", import.meta.url).pathname.replace(
@@ -104,6 +147,13 @@ async function installCni(argv: string[]): Promise<number> {
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command !== undefined && wantsHelp(rest)) {
+    const specs = await flagsOf(command);
+    if (specs) {
+      process.stdout.write(`${usage(command, specs)}\n`);
+      return 0;
+    }
+  }
   switch (command) {
     case "serve":
       return serve(rest);
@@ -124,9 +174,17 @@ async function main(argv: string[]): Promise<number> {
     case "--version":
       process.stdout.write(`${driverVersion()}\n`);
       return 0;
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      process.stdout.write(`${commandsHelp()}\n`);
+      return 0;
     default:
-      process.stderr.write(`usage: cni-driver ${COMMANDS}\n`);
-      return command === undefined || command === "help" || command === "--help" ? 0 : 2;
+      process.stderr.write(
+        `cni-driver: unknown command ${JSON.stringify(command)}\n${commandsHelp()}\n`,
+      );
+      return 2;
   }
 }
 
@@ -287,7 +345,10 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     if (err instanceof UsageError) {
-      process.stderr.write(`cni-driver: ${err.message}\n`);
+      const command = process.argv[2] ?? "";
+      process.stderr.write(
+        `cni-driver: ${err.message}\n(cni-driver ${command} --help lists the flags)\n`,
+      );
       process.exitCode = 2;
       return;
     }
