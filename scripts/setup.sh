@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on a fresh Debian machine: the system
-# packages (as root, only those missing) and the npm dependencies (npm ci, only when
-# package-lock.json changed since the last install).
+# packages (as root, only those missing), the npm dependencies (npm ci, only when
+# package-lock.json changed since the last install), the native addons and dist/
+# (the `cni-driver` command), each only when its sources changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(iproute2 iputils-ping iptables containernetworking-plugins podman runc containerd busybox-static)
+# The oldest Node the dependencies run on (mocha 12; package.json's engines). Checked
+# first: an older one installs everything and then fails every test.
+NODE_ADVICE="Install Node.js 20.19+ or 22.12+ (Debian 12's own nodejs is 18, too old): the Linux binaries from https://nodejs.org/en/download, or NodeSource's Debian packages (https://github.com/nodesource/distributions)."
+if ! command -v node >/dev/null 2>&1; then
+  echo "setup: no node on PATH. $NODE_ADVICE" >&2
+  exit 1
+fi
+if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+  process.exit(a === 20 ? (b >= 19 ? 0 : 1) : a === 22 ? (b >= 12 ? 0 : 1) : a > 22 ? 0 : 1)'; then
+  echo "setup: this is Node.js $(node --version). $NODE_ADVICE" >&2
+  exit 1
+fi
+
+APT_PACKAGES=(iproute2 iputils-ping iptables containernetworking-plugins podman runc containerd busybox-static
+  # sysctl, pgrep and ps, which minimal roots lack
+  procps
+  # the native addons (node-gyp: python3, make, a C and C++ compiler) and the native shim
+  build-essential python3 pkg-config
+  libnghttp2-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler libmnl-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -20,13 +39,17 @@ if ((${#missing[@]})); then
   else
     echo "setup: installing ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Another apt on the machine holds its lock for a while: wait rather than fail.
+    apt_wait=(-o DPkg::Lock::Timeout=600)
+    apt-get "${apt_wait[@]}" update -qq >/dev/null
+    apt-get "${apt_wait[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 fi
 
 stamp=node_modules/.cni-driver-lock
 if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+  # npm's own settings apply (registry, proxy, cafile; NODE_EXTRA_CA_CERTS). It runs no
+  # node-gyp of its own ("gypfile": false): the addons are built below, with the local headers.
   echo "setup: npm ci" >&2
   npm ci --no-audit --no-fund --loglevel=error >&2
   cp package-lock.json "$stamp"
@@ -49,4 +72,11 @@ if [ -n "$stale" ]; then
     echo "setup: the native addons did not build; the driver will use iproute2 and Node's spawn" >&2
     [ "${CI:-}" != "true" ] || exit 1
   fi
+fi
+
+# dist/: what the package's `cni-driver` bin runs (`npx cni-driver …`). A failed build
+# is not fatal here: the demo and the tests run the sources, and CI's lint names the error.
+if [ ! -f dist/src/driver/cli.js ] || [ -n "$(find src tsconfig.json package.json -newer dist/src/driver/cli.js 2>/dev/null | head -1)" ]; then
+  echo "setup: npm run build (dist/, for npx cni-driver)" >&2
+  npm run --silent build >&2 || echo "setup: npm run build failed; npx cni-driver may run an older dist/" >&2
 fi
