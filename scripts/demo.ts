@@ -24,7 +24,21 @@ const pods = ["a", "b"].map((p) => ({
 
 function sh(cmd: string, args: string[]): { status: number; out: string } {
   const r = spawnSync(cmd, args, { encoding: "utf8", timeout: 15_000 });
-  return { status: r.status ?? -1, out: `${r.stdout ?? ""}${r.stderr ?? ""}` };
+  return {
+    status: r.status ?? -1,
+    out: `${r.stdout ?? ""}${r.stderr ?? ""}${r.error ? `${r.error.message}\n` : ""}`,
+  };
+}
+
+/** Runs a command the demo cannot go on without; its failure carries the command's own output. */
+function mustRun(cmd: string, args: string[]): string {
+  const r = sh(cmd, args);
+  if (r.status !== 0) {
+    throw new Error(
+      `\`${[cmd, ...args].join(" ")}\` exited ${r.status}:\n${r.out.trim() || "(no output)"}`,
+    );
+  }
+  return r.out;
 }
 
 function say(msg: string): void {
@@ -79,7 +93,7 @@ async function main(): Promise<void> {
     );
     const addrs: string[] = [];
     for (const p of pods) {
-      sh("ip", ["netns", "add", p.netns]);
+      mustRun("ip", ["netns", "add", p.netns]);
       const res = await client.setUpPod({
         pod: { namespace: "default", name: p.name, uid: "" },
         container_id: p.id,
@@ -95,7 +109,7 @@ async function main(): Promise<void> {
         `pod ${p.name}: eth0 ${ip} via ${res.result?.ips[0]?.gateway} (host veth ${host} on ${bridge})`,
       );
     }
-    const ping = sh("ip", [
+    const ping = mustRun("ip", [
       "netns",
       "exec",
       pods[0]!.netns,
@@ -110,14 +124,13 @@ async function main(): Promise<void> {
     ]);
     say(`ping ${pods[0]!.name} -> ${pods[1]!.name} (${addrs[1]}):`);
     say(
-      ping.out
+      ping
         .trim()
         .split("\n")
         .filter((l) => /bytes from|packet loss/.test(l))
         .map((l) => `  ${l}`)
         .join("\n"),
     );
-    if (ping.status !== 0) throw new Error("ping failed");
     for (const p of pods) {
       const res = await client.tearDownPod({
         container_id: p.id,
