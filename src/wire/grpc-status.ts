@@ -1,8 +1,8 @@
 import { CniError, ErrorCode } from "../cni/errors.js";
 
 /**
- * gRPC status codes, apart from the transport: the shim loads its HTTP/2 client
- * only for a call, which VERSION and every input error must not pay for.
+ * gRPC status codes, and how a failure to get the driver's answer maps to CNI.
+ * The shim (src/remote-plugin-shim/driver.c) maps them the same way, word for word.
  */
 
 /** gRPC status codes (grpc/doc/statuscodes.md), by name. */
@@ -37,7 +37,7 @@ export function grpcStatusName(status: number): string {
  * A non-OK gRPC status is not a CNI answer but a failure to get one; the proto's
  * header says how it maps: UNAVAILABLE and DEADLINE_EXCEEDED → 11 (try again
  * later), UNIMPLEMENTED → 1 (the driver predates the method), anything else → 999.
- * One mapping for the shim and the typed client.
+ * One mapping for every TypeScript client.
  */
 export function transportCniError(status: number, message: string, socketPath: string): CniError {
   const name = grpcStatusName(status);

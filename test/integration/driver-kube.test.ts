@@ -32,7 +32,7 @@ import {
 } from "../../src/driver/kube/pod-annotations.js";
 import { EVENT_REASON_SETUP_FAILED, setUpFailedMessage } from "../../src/driver/kube/pod-events.js";
 import { contentHash } from "../../src/driver/network-config.js";
-import { queueDeletion } from "../../src/remote-plugin-shim/deletion-queue.js";
+import { queueDeletion } from "../support/deletion-queue.js";
 import type { CniStatusResponse, PodResponse } from "../../src/wire/types.js";
 import { DriverHarness, expectNoCniError, REPO_ROOT, sleep } from "../support/driver-harness.js";
 import {

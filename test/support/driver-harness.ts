@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { DriverClient } from "../../src/driver/client.js";
 import { hostVethName, podVethKey } from "../../src/midonet/host-veth-name.js";
-import { queueDeletion } from "../../src/remote-plugin-shim/deletion-queue.js";
+import { queueDeletion } from "./deletion-queue.js";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";
 import { writeConfigMapDir } from "./configmap-dir.js";

@@ -35,7 +35,7 @@ import { uniqueTag } from "./netns.js";
 
 /** What the conflists name and the bin dirs hold: the project's classic CNI plugin. */
 export const SHIM_TYPE = "cni-driver-shim";
-/** `npm run build:shim` writes the single-executable shim here. */
+/** `npm run build:shim` writes the shim, a static C program, here. */
 export const SHIM_BINARY = join(REPO_ROOT, "dist/bin/cni-driver-shim");
 /** Debian's busybox-static: a static binary is the whole userland of the test image. */
 export const BUSYBOX = "/bin/busybox";
@@ -54,6 +54,17 @@ export function runtimeEnv(extra: Record<string, string> = {}): NodeJS.ProcessEn
   const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
   delete env.NODE_OPTIONS;
   delete env.NODE_EXTRA_CA_CERTS;
+  return env;
+}
+
+/**
+ * The environment for fetching from the npm registry (`npm pack`): the user's own,
+ * with their npm settings and CA (NODE_EXTRA_CA_CERTS: a TLS proxy's CA), less
+ * NODE_OPTIONS (a test runner's loader must not leak into npm).
+ */
+export function fetchEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  delete env.NODE_OPTIONS;
   return env;
 }
 

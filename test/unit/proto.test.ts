@@ -1,6 +1,6 @@
 /**
- * The wire contract, proto/cni_driver.proto: what kubelets, runtimes and the shim's
- * hand-written codec rely on. The field table below is the contract in one place; a
+ * The wire contract, proto/cni_driver.proto: what kubelets, runtimes and the shim
+ * rely on. The field table below is the contract in one place; a
  * change to the .proto that is not mirrored here fails.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";

@@ -1,10 +1,8 @@
 /**
- * The shim's side of the deletion queue (src/wire/deletion-record.ts): when the
- * driver cannot be reached on DEL, the teardown it could not do is recorded here
- * and the driver replays it at start. The record must survive a node crash right
- * after the shim exits 0, so it is written to a temporary file, fsynced, renamed
- * into place and the directory fsynced: it is there whole or not at all. The
- * temporary name does not end in `.json`, so a replay never reads a partial one.
+ * Writes a deletion record as the shim does when the driver cannot take a DEL
+ * (src/remote-plugin-shim/deletion.c; format in src/wire/deletion-record.ts), for
+ * tests that queue a teardown without exec'ing the shim: temporary file, fsync,
+ * rename, fsync of the directory.
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
@@ -13,7 +11,7 @@ import {
   type DeletionRecord,
   deletionRecordFileName,
   deletionRecordTempName,
-} from "../wire/deletion-record.js";
+} from "../../src/wire/deletion-record.js";
 
 function fsyncPath(path: string, flags: string): void {
   const fd = openSync(path, flags);
