@@ -32,8 +32,8 @@ import {
 } from "../../src/driver/kube/pod-annotations.js";
 import { EVENT_REASON_SETUP_FAILED, setUpFailedMessage } from "../../src/driver/kube/pod-events.js";
 import { contentHash } from "../../src/driver/network-config.js";
-import { queueDeletion } from "../support/deletion-queue.js";
 import type { CniStatusResponse, PodResponse } from "../../src/wire/types.js";
+import { queueDeletion } from "../support/deletion-queue.js";
 import { DriverHarness, expectNoCniError, REPO_ROOT, sleep } from "../support/driver-harness.js";
 import {
   type FakeKubeApiServer,

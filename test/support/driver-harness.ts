@@ -13,10 +13,10 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { DriverClient } from "../../src/driver/client.js";
 import { hostVethName, podVethKey } from "../../src/midonet/host-veth-name.js";
-import { queueDeletion } from "./deletion-queue.js";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";
 import { writeConfigMapDir } from "./configmap-dir.js";
+import { queueDeletion } from "./deletion-queue.js";
 import { deleteHostLink, deleteNetns, listNetns, uniqueTag } from "./netns.js";
 import { REFERENCE_PLUGIN_DIR } from "./requirements.js";
 
