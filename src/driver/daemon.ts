@@ -343,7 +343,7 @@ export async function startDriver(
     builtins,
     signal: shutdownAbort.signal,
   });
-  const executor = new ChainExecutor(cache, runPlugin, logger);
+  const executor = new ChainExecutor(cache, runPlugin, logger, (type) => builtins.has(type));
   const locks = new AttachmentLocks({ maxConcurrent: opts.maxConcurrent });
   const attachments = new AttachmentIndex((n) => metrics.setAttachments(n));
 

@@ -43,13 +43,19 @@ export interface RemovedAttachment extends ValidAttachment {
 
 export interface ExecutorLogger {
   warn(obj: object, msg: string): void;
+  debug?(obj: object, msg: string): void;
 }
 
 export class ChainExecutor {
+  /**
+   * `isBuiltin`: whether a plugin type runs in-process (the driver's own, which
+   * can be asked CHECK at any network version); default: none does.
+   */
   constructor(
     private readonly cache: ResultCache,
     private readonly runPlugin: RunPlugin,
     private readonly log?: ExecutorLogger,
+    private readonly isBuiltin: (type: string) => boolean = () => false,
   ) {}
 
   /**
@@ -201,9 +207,25 @@ export class ChainExecutor {
     await this.cache.remove(networkName, att.containerId, att.ifName);
   }
 
-  /** CHECK: needs ≥ 0.4.0 and a cached result; plugins in order. */
-  async check(list: NetworkConfigList, att: AttachmentArgs): Promise<void> {
-    requireVerbSupported("CHECK", list.cniVersion);
+  /**
+   * CHECK: needs ≥ 0.4.0 and a cached result; plugins in order.
+   *
+   * A network below 0.4.0 has no CHECK, but a caller whose own version has it
+   * (`callerVersion`: CRI-O CHECKs right after every ADD, through a host
+   * conflist at 1.0.0) is answered for what the driver itself set up: its
+   * built-in plugins are checked against the cached result, and the exec'd
+   * plugins, which refuse CHECK at the network's version, are skipped.
+   */
+  async check(
+    list: NetworkConfigList,
+    att: AttachmentArgs,
+    callerVersion?: CniVersion,
+  ): Promise<void> {
+    const ownOnly =
+      !versionAtLeast(list.cniVersion, "0.4.0") &&
+      callerVersion !== undefined &&
+      versionAtLeast(callerVersion, "0.4.0");
+    if (!ownOnly) requireVerbSupported("CHECK", list.cniVersion);
     if (list.disableCheck) return;
     // libcni's CHECK fails on a cache it cannot use and keeps it; only DEL removes one.
     const cached = await this.cache.read(list.name, att.containerId, att.ifName, {
@@ -216,11 +238,18 @@ export class ChainExecutor {
         `could not retrieve cached result for network "${list.name}", container ${att.containerId}, interface ${att.ifName}`,
       );
     }
+    const skipped: string[] = [];
     for (let i = 0; i < list.plugins.length; i++) {
+      const type = list.plugins[i]?.type ?? "";
+      if (ownOnly && !this.isBuiltin(type)) {
+        skipped.push(type);
+        continue;
+      }
       try {
-        await this.invoke(list, i, "CHECK", att, prev);
+        // Below 0.4.0 no stdin carries a prevResult: a built-in plugin gets the cached one aside.
+        if (ownOnly) await this.invoke(list, i, "CHECK", att, undefined, prev);
+        else await this.invoke(list, i, "CHECK", att, prev);
       } catch (err) {
-        const type = list.plugins[i]?.type ?? "";
         const excuse = toleratedCheckFailure(type, CniError.from(err), prev);
         if (excuse === undefined) throw err;
         this.log?.warn(
@@ -229,6 +258,11 @@ export class ChainExecutor {
         );
       }
     }
+    if (skipped.length > 0)
+      this.log?.debug?.(
+        { network: list.name, containerId: att.containerId, cniVersion: list.cniVersion, skipped },
+        "CHECK of a network below 0.4.0: the driver's own plugins checked, the others cannot be asked",
+      );
   }
 
   /**

@@ -266,7 +266,7 @@ export class DriverService {
         await this.d.locks.run(attachmentKey(containerId, ifName), () => {
           const list = this.network(r.network || this.networkOfAttachment(containerId, ifName));
           call.network = list.name;
-          return this.d.executor.check(list, r.attachment);
+          return this.d.executor.check(list, r.attachment, r.cniVersion);
         });
         return { error: null };
       },

@@ -18,6 +18,12 @@ export interface PodAddress {
 export interface PodRoute {
   dst: string;
   gw?: string;
+  /**
+   * A default route (0.0.0.0/0, ::/0) added only when the pod has none of its
+   * family yet: a pod's second interface (Multus' net1) must neither fail on
+   * the first one's route nor take its traffic.
+   */
+  ifNoDefault?: boolean;
 }
 
 export interface VethSpec {
@@ -122,12 +128,20 @@ export interface ContainerSideSpec {
 
 /**
  * Phase 2, once IPAM has answered: addresses, the interface and lo up (if
- * phase 1 has not), routes. One exec inside the netns through iproute2. The
- * caller removes the pair if it fails.
+ * phase 1 has not), routes. One exec inside the netns through iproute2 (one
+ * more per family for an `ifNoDefault` route). The caller removes the pair if
+ * it fails. Answers the `ifNoDefault` routes left out: the pod had one already.
  */
-export async function configureContainerSide(spec: ContainerSideSpec): Promise<void> {
+export async function configureContainerSide(spec: ContainerSideSpec): Promise<PodRoute[]> {
   const nl = await netlinkPlumbing();
   if (nl) return nl.configureContainerSide(spec);
+  const skipped: PodRoute[] = [];
+  const routes: PodRoute[] = [];
+  for (const r of spec.routes) {
+    if (r.ifNoDefault && (await hasDefaultRoute(spec.netns, r.dst.includes(":") ? 6 : 4)))
+      skipped.push(r);
+    else routes.push(r);
+  }
   await ipBatch(
     [
       // nodad for IPv6, as the netlink path: no 2 s of a tentative address after ADD answered.
@@ -136,12 +150,17 @@ export async function configureContainerSide(spec: ContainerSideSpec): Promise<v
       ),
       `link set dev ${spec.ifName} up`,
       "link set lo up",
-      ...spec.routes.map(
-        (r) => `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${spec.ifName}`,
-      ),
+      ...routes.map((r) => `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${spec.ifName}`),
     ],
     { netns: spec.netns },
   );
+  return skipped;
+}
+
+/** Whether the netns's main table has a default route of the family (iproute2 path). */
+async function hasDefaultRoute(netns: string, family: 4 | 6): Promise<boolean> {
+  const lines = await ipBatch(["route show default"], { netns, json: true, ipv6: family === 6 });
+  return (parseJsonLines<unknown>(lines)[0] ?? []).length > 0;
 }
 
 export interface PodInterfaceRef {

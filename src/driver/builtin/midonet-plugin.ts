@@ -13,7 +13,7 @@ import { CniError, ErrorCode } from "../../cni/errors.js";
 import { cidrNetwork, formatIp, ipFamily, parseCidr, parseIp } from "../../cni/ip.js";
 import { convertResult, parseResult, toResult100 } from "../../cni/result.js";
 import type { IPConfig, Result100, Route } from "../../cni/types.js";
-import { requireSupportedVersion } from "../../cni/versions.js";
+import { requireSupportedVersion, versionAtLeast } from "../../cni/versions.js";
 import { HOST_VETH_PREFIX, hostVethName, podVethKey } from "../../midonet/host-veth-name.js";
 import { ensureBridge } from "../../plumbing/bridge.js";
 import { IpCommandError } from "../../plumbing/ip-batch.js";
@@ -182,11 +182,17 @@ function gatewayOf(ip: IPConfig): string {
   return formatIp(bytes);
 }
 
-function defaultRoutes(ips: readonly IPConfig[]): Route[] {
-  const routes: Route[] = [];
+/**
+ * The routes a pod gets when IPAM names none: a default route per family,
+ * through the gateway, added only where the pod has none (its first interface
+ * has it; a second attachment on another network, Multus' net1, does not take it).
+ */
+function defaultRoutes(ips: readonly IPConfig[]): Array<Route & { ifNoDefault: true }> {
+  const routes: Array<Route & { ifNoDefault: true }> = [];
   for (const fam of [4, 6] as const) {
     const ip = ips.find((i) => ipFamily(i.address) === fam);
-    if (ip) routes.push({ dst: fam === 4 ? "0.0.0.0/0" : "::/0", gw: gatewayOf(ip) });
+    if (ip)
+      routes.push({ dst: fam === 4 ? "0.0.0.0/0" : "::/0", gw: gatewayOf(ip), ifNoDefault: true });
   }
   return routes;
 }
@@ -247,7 +253,8 @@ async function add(
         `IPAM plugin ${conf.ipam.type} returned no IP addresses`,
       );
     }
-    const routes =
+    // Routes IPAM names (the network's ipam.routes) are the operator's: added as they are.
+    const routes: Array<Route & Pick<PodRoute, "ifNoDefault">> =
       ipam.routes && ipam.routes.length > 0
         ? ipam.routes.map((r) => ({ ...r, gw: r.gw ?? gatewayForFamily(ips, r.dst) }))
         : defaultRoutes(ips);
@@ -258,11 +265,17 @@ async function add(
         conf.mtu,
       );
     }
-    await configureContainerSide({
+    const skipped = await configureContainerSide({
       netns,
       ifName,
       addresses: ips.map((ip) => ({ cidr: ip.address })),
-      routes: routes.map((r): PodRoute => ({ dst: r.dst, gw: r.gw })),
+      routes: routes.map(
+        (r): PodRoute => ({
+          dst: r.dst,
+          gw: r.gw,
+          ...(r.ifNoDefault ? { ifNoDefault: true } : {}),
+        }),
+      ),
     });
     const result: Result100 = {
       cniVersion: "1.1.0",
@@ -271,7 +284,9 @@ async function add(
         { name: ifName, mac: veth.containerMac, sandbox: netns, mtu: conf.mtu },
       ],
       ips: ips.map((ip) => ({ address: ip.address, gateway: gatewayOf(ip), interface: 1 })),
-      routes,
+      routes: routes
+        .filter((r) => !skipped.some((s) => s.dst === r.dst && s.gw === r.gw))
+        .map(({ ifNoDefault: _, ...r }): Route => r),
       ...(ipam.dns && Object.keys(ipam.dns).length > 0 ? { dns: ipam.dns } : {}),
     };
     return convertResult(result, cniVersion);
@@ -352,13 +367,16 @@ async function check(
   delegate: RunPlugin,
 ): Promise<void> {
   const { netns, ifName } = required(inv);
-  const prev = prevResultOf(inv);
+  // Below 0.4.0 (a caller that has CHECK on a network that has not) the executor
+  // hands the cached result aside; the IPAM plugin cannot be asked at that version.
+  const canAskIpam = versionAtLeast(String(inv.config.cniVersion), "0.4.0");
+  const prev = prevResultOf(inv) ?? (canAskIpam ? undefined : cachedResultOf(inv));
   if (!prev)
     throw new CniError(
       ErrorCode.InvalidNetworkConfig,
       "midonet plugin: CHECK needs prevResult, and none was given",
     );
-  await delegate({ ...inv, type: conf.ipam.type });
+  if (canAskIpam) await delegate({ ...inv, type: conf.ipam.type });
   const fail = (what: string) =>
     new CniError(DriverErrorCode.CheckFailed, `CHECK ${ifName} in ${netns}: ${what}`);
   const ifIndex = (prev.interfaces ?? []).findIndex((i) => i.name === ifName && i.sandbox);

@@ -18,6 +18,7 @@ import type {
   LinkInfo,
   PodInterfaceRef,
   PodInterfaceState,
+  PodRoute,
   VethSpec,
 } from "../pod-interface.js";
 import {
@@ -179,7 +180,7 @@ export function createVethPair(spec: VethSpec, host: HostAttachment): Promise<vo
   return call("createVethPair", spec, host);
 }
 
-export function configureContainerSide(spec: ContainerSideSpec): Promise<void> {
+export function configureContainerSide(spec: ContainerSideSpec): Promise<PodRoute[]> {
   return call("configureContainerSide", spec);
 }
 

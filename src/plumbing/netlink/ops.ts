@@ -16,6 +16,7 @@ import type {
   LinkInfo,
   PodInterfaceRef,
   PodInterfaceState,
+  PodRoute,
   RouteInfo,
   VethSpec,
 } from "../pod-interface.js";
@@ -199,7 +200,7 @@ export class NetlinkOps {
    * interface is already up from phase 1; brought up here only if something
    * took it down in between (a route needs its device up).
    */
-  configureContainerSide(spec: ContainerSideSpec): void {
+  configureContainerSide(spec: ContainerSideSpec): PodRoute[] {
     const { netns, ifName } = spec;
     const addrCmd = (cidr: string) => `addr add ${cidr} dev ${ifName}`;
     const firstCommand = spec.addresses[0]
@@ -217,11 +218,32 @@ export class NetlinkOps {
         encodeSetLink(s, { index }, { up: true }),
       );
     }
+    const skipped: PodRoute[] = [];
     for (const r of spec.routes) {
-      this.exchange(netns, `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${ifName}`, (s) =>
-        encodeNewRoute(s, { dst: r.dst, ...(r.gw ? { gateway: r.gw } : {}), oif: index }),
-      );
+      if (r.ifNoDefault && this.hasDefaultRoute(netns, r.dst.includes(":") ? 6 : 4)) {
+        skipped.push(r);
+        continue;
+      }
+      try {
+        this.exchange(netns, `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${ifName}`, (s) =>
+          encodeNewRoute(s, { dst: r.dst, ...(r.gw ? { gateway: r.gw } : {}), oif: index }),
+        );
+      } catch (err) {
+        // Another interface of the pod, set up at the same moment, added one first.
+        if (!(r.ifNoDefault && err instanceof NetlinkError && err.exists)) throw err;
+        skipped.push(r);
+      }
     }
+    return skipped;
+  }
+
+  /** Whether the netns's main table has a default route of the family, on any link. */
+  private hasDefaultRoute(netns: string, family: 4 | 6): boolean {
+    const cmd = `${family === 6 ? "-6 " : ""}route show default`;
+    return this.exchange(netns, cmd, (s) => encodeDumpRoutes(s, family)).some((m) => {
+      const r = decodeRoute(m);
+      return !!r && r.dstLen === 0 && r.table === RT_TABLE_MAIN && !(r.flags & RTM_F_CLONED);
+    });
   }
 
   /**
