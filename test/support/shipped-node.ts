@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import { REPO_ROOT } from "./driver-harness.js";
-import { mustSucceed, newestMtime, runCommand, runtimeEnv } from "./runtimes.js";
+import { fetchEnv, mustSucceed, newestMtime, runCommand, runtimeEnv } from "./runtimes.js";
 
 let nodeBinary: string | undefined;
 let distChecked = false;
@@ -15,7 +15,7 @@ export function ensureShippedNode(timeoutMs = 180_000): string {
   if (nodeBinary) return nodeBinary;
   const out = mustSucceed(
     "scripts/node24.sh",
-    runCommand("bash", ["scripts/node24.sh"], { cwd: REPO_ROOT, timeoutMs, env: runtimeEnv() }),
+    runCommand("bash", ["scripts/node24.sh"], { cwd: REPO_ROOT, timeoutMs, env: fetchEnv() }),
   );
   nodeBinary = join(REPO_ROOT, out.trim());
   return nodeBinary;
