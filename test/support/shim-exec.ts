@@ -11,12 +11,16 @@ export interface ShimRun {
   json: Record<string, unknown> | undefined;
 }
 
-/** Runs `shimPath` with exactly `env` and `stdin`; killed after `timeoutMs`. */
+/**
+ * Runs `shimPath` with exactly `env` and `stdin`; killed after `timeoutMs`, or
+ * as soon as `killWhen` resolves (a call seen at the far end is all a test needed).
+ */
 export function execShim(
   shimPath: string,
   env: Record<string, string>,
   stdin: string | Buffer,
   timeoutMs = 20_000,
+  killWhen?: Promise<unknown>,
 ): Promise<ShimRun> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -33,6 +37,7 @@ export function execShim(
     child.stdin.on("error", () => {});
     child.stdin.end(stdin);
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    killWhen?.then(() => child.kill("SIGKILL"));
     child.on("error", reject);
     child.on("close", (status) => {
       clearTimeout(timer);
