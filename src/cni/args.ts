@@ -10,6 +10,7 @@
  * branches on 4 versus 999; they log the message.
  */
 import { CniError, ErrorCode } from "./errors.js";
+import { echo } from "./limits.js";
 
 export type CniArgPair = [key: string, value: string];
 
@@ -30,7 +31,8 @@ const IGNORE_UNKNOWN = "IgnoreUnknown";
 
 const FORMAT_HINT = "CNI_ARGS must be KEY=VALUE pairs separated by ;";
 
-const quote = (s: string): string => JSON.stringify(s);
+/** A bad pair or key is quoted cut short (limits.ts): CNI_ARGS may hold 64 KiB. */
+const quote = echo;
 
 /**
  * Splits CNI_ARGS into pairs, keeping their order. "" is no pairs. A pair that

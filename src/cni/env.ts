@@ -5,6 +5,7 @@
  * pkg/skel getCmdArgsFromEnv and pkg/invoke Args.AsEnv.
  */
 import { CniError, ErrorCode } from "./errors.js";
+import { validateCniArgsText, validateNetnsPath } from "./limits.js";
 import { validateContainerId, validateInterfaceName } from "./names.js";
 
 export const CNI_COMMANDS = ["ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION"] as const;
@@ -100,8 +101,9 @@ export function splitCniPath(value: string | undefined): string[] {
  * code 4 naming every missing variable at once ("required env variables
  * [A,B] missing", as skel words it; an empty value counts as missing), code 4
  * for an unknown CNI_COMMAND ("unknown CNI_COMMAND: X", the exact text libcni
- * recognises), and the names.ts codes for a bad container ID (3 or 4) or
- * interface name (4). Variables a verb does not carry are left out of the
+ * recognises), the names.ts codes for a bad container ID (3 or 4) or
+ * interface name (4), and code 4 for a CNI_NETNS or (ADD, CHECK, DEL) a
+ * CNI_ARGS past its limit (limits.ts). Variables a verb does not carry are left out of the
  * result, even when the runtime set them.
  */
 export function parsePluginEnv(env: EnvRecord): PluginEnv {
@@ -130,9 +132,10 @@ export function parsePluginEnv(env: EnvRecord): PluginEnv {
       return {
         command,
         containerId: inVariable("CNI_CONTAINERID", validateContainerId, get("CNI_CONTAINERID")),
-        netns: get("CNI_NETNS") as string,
+        netns: inVariable("CNI_NETNS", validateNetnsPath, get("CNI_NETNS") as string),
         ifName: inVariable("CNI_IFNAME", validateInterfaceName, get("CNI_IFNAME")),
         ...common,
+        cniArgs: validateCniArgsText(common.cniArgs),
       };
     case "DEL": {
       const del: DeleteEnv = {
@@ -140,9 +143,10 @@ export function parsePluginEnv(env: EnvRecord): PluginEnv {
         containerId: inVariable("CNI_CONTAINERID", validateContainerId, get("CNI_CONTAINERID")),
         ifName: inVariable("CNI_IFNAME", validateInterfaceName, get("CNI_IFNAME")),
         ...common,
+        cniArgs: validateCniArgsText(common.cniArgs),
       };
       const netns = get("CNI_NETNS");
-      if (netns !== undefined) del.netns = netns;
+      if (netns !== undefined) del.netns = inVariable("CNI_NETNS", validateNetnsPath, netns);
       return del;
     }
     case "GC":
@@ -153,15 +157,15 @@ export function parsePluginEnv(env: EnvRecord): PluginEnv {
 }
 
 /**
- * Runs a names.ts check on one variable's value and appends the variable's name
+ * Runs a names.ts or limits.ts check on one variable's value and appends the variable's name
  * to its message, so the runtime's log says which variable is wrong; libcni's
  * words stay first ("invalid characters in containerID: …"), so anything
  * matching on them still matches.
  */
-function inVariable(
+function inVariable<V extends string | undefined>(
   name: CniEnvVar,
-  check: (value: string | undefined) => string,
-  value: string | undefined,
+  check: (value: V) => string,
+  value: V,
 ): string {
   try {
     return check(value);

@@ -3,6 +3,7 @@
  * result family each belongs to (cni-spec §3, §5).
  */
 import { CniError, ErrorCode } from "./errors.js";
+import { ECHO_BYTES, echo } from "./limits.js";
 
 export const SUPPORTED_VERSIONS = [
   "0.1.0",
@@ -73,10 +74,12 @@ export function resultFamily(v: CniVersion): ResultFamily {
  */
 export function requireSupportedVersion(v: unknown, what = "config"): CniVersion {
   if (isSupportedVersion(v)) return v;
+  // A version string past ECHO_BYTES is quoted cut short: it may be a request's hostile field.
+  const long = typeof v === "string" && Buffer.byteLength(v, "utf8") > ECHO_BYTES;
   throw new CniError(
     ErrorCode.IncompatibleVersion,
-    `incompatible CNI versions: ${what} is ${JSON.stringify(v)}, plugin supports ${JSON.stringify(SUPPORTED_VERSIONS)}`,
-    `config version ${String(v)}; supported versions ${SUPPORTED_VERSIONS.join(", ")}`,
+    `incompatible CNI versions: ${what} is ${long ? echo(v) : JSON.stringify(v)}, plugin supports ${JSON.stringify(SUPPORTED_VERSIONS)}`,
+    `config version ${long ? echo(v) : String(v)}; supported versions ${SUPPORTED_VERSIONS.join(", ")}`,
   );
 }
 

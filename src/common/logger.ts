@@ -5,6 +5,7 @@
  */
 
 import pino from "pino";
+import { cutShort } from "../cni/limits.js";
 
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
 
@@ -63,9 +64,10 @@ export interface CallRecord {
  */
 export function logCall(logger: pino.Logger, call: CallRecord): void {
   const fields: Record<string, string | number> = { verb: call.verb };
-  if (call.containerId !== undefined) fields.containerId = call.containerId;
-  if (call.ifName !== undefined) fields.ifName = call.ifName;
-  if (call.network !== undefined) fields.network = call.network;
+  // As the caller sent them, maybe far past their limits: cut short, as error messages quote them.
+  if (call.containerId !== undefined) fields.containerId = cutShort(call.containerId);
+  if (call.ifName !== undefined) fields.ifName = cutShort(call.ifName);
+  if (call.network !== undefined) fields.network = cutShort(call.network);
   // Microsecond precision is plenty and keeps the line short.
   fields.durationMs = Math.round(call.durationMs * 1000) / 1000;
   fields.outcome = call.outcome;

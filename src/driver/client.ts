@@ -11,6 +11,7 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { transportCniError } from "../wire/grpc-status.js";
+import { MAX_GRPC_MESSAGE_BYTES } from "../wire/message-size.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
 import {
   API_VERSION,
@@ -46,6 +47,12 @@ export class DriverClient {
     this.client = new pkg.cnidriver.v1.CNIDriver(
       `unix:${socketPath}`,
       grpc.credentials.createInsecure(),
+      {
+        // The driver's own bound both ways: a request it would refuse fails here,
+        // and no answer it sends is too large to read.
+        "grpc.max_send_message_length": MAX_GRPC_MESSAGE_BYTES,
+        "grpc.max_receive_message_length": MAX_GRPC_MESSAGE_BYTES,
+      },
     ) as never;
   }
 

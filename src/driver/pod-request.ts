@@ -7,7 +7,13 @@
 import { type CniArgPair, podIdentityFromArgs, withIgnoreUnknown } from "../cni/args.js";
 import { KNOWN_CAPABILITIES, normalizeCapabilityArgs } from "../cni/capabilities.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
-import { validateContainerId, validateInterfaceName, validateNetworkName } from "../cni/names.js";
+import { requireStdinConfigSize, validateCniArgsText, validateNetnsPath } from "../cni/limits.js";
+import {
+  validateContainerId,
+  validateInterfaceName,
+  validateNetworkName,
+  validateRequestedNetworkName,
+} from "../cni/names.js";
 import { type CniVersion, requireSupportedVersion } from "../cni/versions.js";
 import { API_VERSION, type Capabilities, type PodRequest } from "../wire/types.js";
 import type { AttachmentArgs } from "./executor.js";
@@ -44,8 +50,11 @@ export function resolvePodRequest(req: PodRequest, verb: Verb): ResolvedPodReque
       `netns is required for ${verb} (CNI_NETNS missing)`,
     );
   }
+  if (req.netns) validateNetnsPath(req.netns);
+  // The request's own field is code 4 like its other fields; the shim's config key, code 7.
+  if (req.network) validateRequestedNetworkName(req.network);
   const network = req.network || (typeof stdin?.network === "string" ? stdin.network : "");
-  if (network) validateNetworkName(network);
+  if (network && !req.network) validateNetworkName(network);
   const versionText = req.cni_version || (stdin?.cniVersion as string | undefined);
   const cniVersion = versionText ? requireSupportedVersion(versionText) : undefined;
 
@@ -64,6 +73,8 @@ export function resolvePodRequest(req: PodRequest, verb: Verb): ResolvedPodReque
   add("K8S_POD_NAME", pod.name);
   add("K8S_POD_INFRA_CONTAINER_ID", pod.namespace || pod.name ? containerId : undefined);
   add("K8S_POD_UID", pod.uid);
+  // What plugins will get in CNI_ARGS, the pod's identity included, within its limit.
+  validateCniArgsText(cniArgs.map(([k, v]) => `${k}=${v}`).join(";"));
 
   const capabilityArgs = req.capabilities
     ? capabilitiesFromWire(req.capabilities)
@@ -87,6 +98,7 @@ export function resolvePodRequest(req: PodRequest, verb: Verb): ResolvedPodReque
 
 function parseStdinConfig(bytes: Uint8Array | undefined): Record<string, unknown> | undefined {
   if (!bytes || bytes.length === 0) return undefined;
+  requireStdinConfigSize(bytes.length);
   let value: unknown;
   try {
     value = JSON.parse(Buffer.from(bytes).toString("utf8"));

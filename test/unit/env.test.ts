@@ -7,6 +7,7 @@ import {
   REQUIRED_ENV,
   splitCniPath,
 } from "../../src/cni/env.js";
+import { MAX_CNI_ARGS_BYTES, MAX_NETNS_PATH_BYTES } from "../../src/cni/limits.js";
 import { cniErrorOf } from "../support/cni-error.js";
 
 const FULL: Record<string, string> = {
@@ -104,6 +105,33 @@ describe("cni/env", () => {
     expect(parsePluginEnv(envFor("DEL", { CNI_NETNS: "/run/netns/gone" })).netns).to.equal(
       "/run/netns/gone",
     );
+  });
+
+  it("CNI_NETNS past PATH_MAX: code 4 naming the variable, the path cut short", () => {
+    const err = cniErrorOf(() =>
+      parsePluginEnv(envFor("ADD", { CNI_NETNS: `/${"n".repeat(MAX_NETNS_PATH_BYTES)}` })),
+    );
+    expect(err.code).to.equal(4);
+    expect(err.message).to.match(
+      /^netns path is too long: "\/n{63}"… \(4096 bytes\); at most 4095 bytes \(CNI_NETNS\)$/,
+    );
+  });
+
+  for (const command of ["ADD", "CHECK", "DEL"]) {
+    it(`${command} with CNI_ARGS past ${MAX_CNI_ARGS_BYTES} bytes: code 4`, () => {
+      const err = cniErrorOf(() =>
+        parsePluginEnv(envFor(command, { CNI_ARGS: `K=${"v".repeat(MAX_CNI_ARGS_BYTES)}` })),
+      );
+      expect(err.code).to.equal(4);
+      expect(err.message).to.match(/^CNI_ARGS is too long: "K=v{62}"… \(65538 bytes\)/);
+    });
+  }
+
+  it("VERSION ignores a CNI_ARGS past its limit, as it ignores every other variable", () => {
+    expect(
+      parsePluginEnv({ CNI_COMMAND: "VERSION", CNI_ARGS: "v".repeat(MAX_CNI_ARGS_BYTES + 1) })
+        .command,
+    ).to.equal("VERSION");
   });
 
   it("VERSION needs nothing but CNI_COMMAND", () => {
