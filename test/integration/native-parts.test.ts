@@ -1,0 +1,101 @@
+/**
+ * The project's native parts, as `scripts/setup.sh` and `npm run build:shim` build
+ * them on this machine: the three addons in build/Release load and answer (the
+ * driver would otherwise fall back to iproute2, Node's spawn and the host-local
+ * binary), and the shim binary answers CNI VERSION. scripts/fresh-machine-check.sh
+ * runs this file in a bare Debian root, where nothing was built before.
+ */
+import { closeSync, mkdtempSync, openSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect } from "chai";
+import { loadNativeAddon } from "../../src/common/native-addon.js";
+import { selectSpawnBackend } from "../../src/driver/plugin-process.js";
+import { encodeGetLink, readExchange } from "../../src/plumbing/netlink/rtnetlink.js";
+import { type NetlinkAddon, NetlinkSession } from "../../src/plumbing/netlink/session.js";
+import { REPO_ROOT } from "../support/driver-harness.js";
+import { requireCommand } from "../support/requirements.js";
+import { ensureShimBuilt } from "../support/runtimes.js";
+import { execShim } from "../support/shim-exec.js";
+
+/** Where the build puts them; an env override would test something else, so none is honoured. */
+const release = (name: string) => ({
+  file: `build/Release/${name}.node`,
+  envVar: "CNI_DRIVER_TEST_NO_OVERRIDE",
+});
+
+function loaded<T>(name: string): T {
+  const r = loadNativeAddon<T>(release(name));
+  if ("reason" in r) throw new Error(`${name}: ${r.reason}`);
+  expect(r.path).to.equal(join(REPO_ROOT, "build/Release", `${name}.node`));
+  return r.addon;
+}
+
+describe("native parts: the addons and the shim binary (integration)", function () {
+  this.timeout(240_000);
+
+  describe("the addons in build/Release", () => {
+    before(function () {
+      // What node-gyp needs; without it setup falls back, and says so, outside CI.
+      requireCommand(this, "make", "build-essential");
+      requireCommand(this, "g++", "build-essential");
+      requireCommand(this, "python3", "python3");
+    });
+
+    it("cni_driver_netlink loads and answers RTM_GETLINK for lo", () => {
+      const session = new NetlinkSession(loaded<NetlinkAddon>("cni_driver_netlink"));
+      try {
+        const out = readExchange(session.request(undefined, encodeGetLink(1, { name: "lo" })), 1);
+        expect(out.error, "RTM_GETLINK lo").to.equal(undefined);
+      } finally {
+        session.close();
+      }
+    });
+
+    it("cni_driver_spawn loads and is the driver's way of exec'ing plugins", () => {
+      const addon = loaded<{ supported(): boolean }>("cni_driver_spawn");
+      expect(addon.supported(), "pidfd_open").to.equal(true);
+      try {
+        // Throws, naming why, when the driver could not use it.
+        const backend = selectSpawnBackend("native");
+        expect(backend.reason).to.contain(join(REPO_ROOT, "build/Release/cni_driver_spawn.node"));
+      } finally {
+        selectSpawnBackend(); // back to what the environment chooses, for the suites after this one
+      }
+    });
+
+    it("cni_driver_flock loads, and a lock it holds keeps a second open of the file out", () => {
+      const addon = loaded<{ flock(fd: number, op: number): boolean }>("cni_driver_flock");
+      const dir = mkdtempSync(join(tmpdir(), "cni-native-parts-"));
+      const first = openSync(join(dir, "lock"), "w");
+      const second = openSync(join(dir, "lock"), "r");
+      try {
+        const LOCK_EX_NB = 2 | 4;
+        const LOCK_UN = 8;
+        expect(addon.flock(first, LOCK_EX_NB), "first").to.equal(true);
+        expect(addon.flock(second, LOCK_EX_NB), "second, while held").to.equal(false);
+        expect(addon.flock(first, LOCK_UN), "release").to.equal(true);
+        expect(addon.flock(second, LOCK_EX_NB), "second, once released").to.equal(true);
+      } finally {
+        closeSync(first);
+        closeSync(second);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe("the shim binary", () => {
+    before(function () {
+      requireCommand(this, "cc", "build-essential");
+      requireCommand(this, "protoc-c", "protobuf-c-compiler");
+    });
+
+    it("`npm run build:shim` builds dist/bin/cni-driver-shim, and it answers CNI VERSION", async () => {
+      const shim = ensureShimBuilt();
+      const r = await execShim(shim, { CNI_COMMAND: "VERSION" }, '{"cniVersion":"1.1.0"}');
+      expect(r.status, r.stderr).to.equal(0);
+      expect(r.json?.cniVersion).to.equal("1.1.0");
+      expect(r.json?.supportedVersions).to.include.members(["0.4.0", "1.0.0", "1.1.0"]);
+    });
+  });
+});
