@@ -23,7 +23,7 @@ import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "./builtin/host-local/plu
 import { createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import { ConfigSource } from "./config-source.js";
 import { ChainExecutor } from "./executor.js";
-import { HOST_CONFLIST_NAME, installHostConflist } from "./host-install.js";
+import { HOST_CONFLIST_NAME, installHostConflist, type ShimTarget } from "./host-install.js";
 import { KubeIntegration, kubeSettingsFrom } from "./kube/integration.js";
 import { AttachmentLocks } from "./locks.js";
 import { Metrics } from "./metrics.js";
@@ -425,7 +425,13 @@ export async function startDriver(
     "cni-driver serving",
   );
   const hostConflist = opts.hostCniConfDir
-    ? gateHostConflist(opts.hostCniConfDir, opts.socket, notReadyReasons, config, logger)
+    ? gateHostConflist(
+        opts.hostCniConfDir,
+        { socket: opts.socket, stateDir: opts.stateDir },
+        notReadyReasons,
+        config,
+        logger,
+      )
     : undefined;
 
   return {
@@ -468,7 +474,7 @@ export async function startDriver(
  */
 function gateHostConflist(
   dir: string,
-  socket: string,
+  shim: ShimTarget,
   notReadyReasons: () => string[],
   config: ConfigSource,
   logger: pino.Logger,
@@ -477,7 +483,7 @@ function gateHostConflist(
   const attempt = () => {
     if (writing || notReadyReasons().length > 0) return;
     writing = true;
-    installHostConflist(dir, socket)
+    installHostConflist(dir, shim)
       .then((written) => {
         if (written) logger.info({ dir, file: HOST_CONFLIST_NAME }, "host conflist written");
       })

@@ -23,12 +23,23 @@ export const SHIM_TYPE = "cni-driver-shim";
  */
 export const DEFAULT_INSTALLED_PLUGINS: readonly string[] = ["host-local", "loopback", "portmap"];
 
+/** Where the shim finds this driver: its socket, and its state dir. */
+export interface ShimTarget {
+  socket: string;
+  /**
+   * The driver's --state-dir: a DEL the driver cannot take is queued there by
+   * the shim, and only the driver reading that directory replays it.
+   */
+  stateDir: string;
+}
+
 /**
- * The host conflist: only the shim, declaring every capability the driver honours
- * so runtimes pass them on. 1.0.0 for runtimes whose libcni predates 1.1.0;
- * `cniVersions` lets newer ones pick 1.1.0 and with it STATUS and GC.
+ * The host conflist: only the shim, pointed at this driver's socket and state
+ * dir, declaring every capability the driver honours so runtimes pass them on.
+ * 1.0.0 for runtimes whose libcni predates 1.1.0; `cniVersions` lets newer ones
+ * pick 1.1.0 and with it STATUS and GC.
  */
-export function hostConflist(socket: string): string {
+export function hostConflist(target: ShimTarget): string {
   const conf = {
     cniVersion: "1.0.0",
     cniVersions: ["1.0.0", "1.1.0"],
@@ -36,7 +47,8 @@ export function hostConflist(socket: string): string {
     plugins: [
       {
         type: SHIM_TYPE,
-        socket,
+        socket: target.socket,
+        stateDir: target.stateDir,
         capabilities: Object.fromEntries(KNOWN_CAPABILITIES.map((c) => [c, true])),
       },
     ],
@@ -45,9 +57,9 @@ export function hostConflist(socket: string): string {
 }
 
 /** Writes the host conflist into `confDir` (created if missing). */
-export async function installHostConflist(confDir: string, socket: string): Promise<boolean> {
+export async function installHostConflist(confDir: string, target: ShimTarget): Promise<boolean> {
   await mkdir(confDir, { recursive: true });
-  return writeFileAtomic(join(confDir, HOST_CONFLIST_NAME), hostConflist(socket));
+  return writeFileAtomic(join(confDir, HOST_CONFLIST_NAME), hostConflist(target));
 }
 
 /**

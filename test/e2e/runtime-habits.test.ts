@@ -194,7 +194,9 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
 
   /** The host conflist's one plugin, as the driver installs it, with the harness's state dir. */
   function hostPlugin(): Record<string, unknown> {
-    const list = JSON.parse(hostConflist(h.socket)) as { plugins: Array<Record<string, unknown>> };
+    const list = JSON.parse(hostConflist({ socket: h.socket, stateDir: h.stateDir })) as {
+      plugins: Array<Record<string, unknown>>;
+    };
     return { ...(list.plugins[0] as Record<string, unknown>), stateDir: h.stateDir };
   }
   /** The host conflist's name: what libcni injects as `name`. */

@@ -15,14 +15,24 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { KNOWN_CAPABILITIES } from "../../src/cni/capabilities.js";
 import { parseNetworkConfigList } from "../../src/cni/conflist.js";
+import { buildPluginStdin } from "../../src/cni/plugin-config.js";
+import { DEFAULT_STATE_DIR } from "../../src/cni/shim-config.js";
 import { writeFileAtomic } from "../../src/common/atomic-write.js";
 import {
   HOST_CONFLIST_NAME,
   hostConflist,
   installExecutable,
 } from "../../src/driver/host-install.js";
+import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import { DriverHarness, runDriverCli, sleep } from "../support/driver-harness.js";
-import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
+import { createNetns, deleteNetns, listHostLinks } from "../support/netns.js";
+import {
+  REFERENCE_PLUGIN_DIR,
+  requireReferencePlugins,
+  requireRoot,
+} from "../support/requirements.js";
+import { ensureShimBuilt } from "../support/runtimes.js";
+import { execShim } from "../support/shim-exec.js";
 import { withTmpfs } from "../support/tmpfs.js";
 
 describe("host install: files by temp file + rename", () => {
@@ -33,15 +43,19 @@ describe("host install: files by temp file + rename", () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it("the host conflist holds only the shim, declaring every capability the driver honours", () => {
-    const list = parseNetworkConfigList(hostConflist("/run/cni-driver/driver.sock"));
+    const list = parseNetworkConfigList(
+      hostConflist({ socket: "/run/cni-driver/driver.sock", stateDir: "/var/lib/cni-driver" }),
+    );
     expect(list.name).to.equal("cni-driver");
     expect(list.cniVersion).to.equal("1.1.0"); // picked from cniVersions by a 1.1.0 runtime
     expect(list.plugins.map((p) => p.type)).to.deep.equal(["cni-driver-shim"]);
     expect(list.plugins[0]?.raw.socket).to.equal("/run/cni-driver/driver.sock");
+    expect(list.plugins[0]?.raw.stateDir).to.equal("/var/lib/cni-driver");
     expect(Object.keys(list.plugins[0]?.capabilities ?? {})).to.have.members([
       ...KNOWN_CAPABILITIES,
     ]);
-    expect(JSON.parse(hostConflist("/s")).cniVersion).to.equal("1.0.0"); // for runtimes before 1.1.0
+    // for runtimes before 1.1.0
+    expect(JSON.parse(hostConflist({ socket: "/s", stateDir: "/d" })).cniVersion).to.equal("1.0.0");
   });
 
   it("writeFileAtomic writes, then reports an unchanged file without rewriting it", async () => {
@@ -178,17 +192,95 @@ describe("host install: the host conflist only once the driver is ready (integra
     expect(h.running, "the driver is still running").to.equal(true);
   });
 
-  it("writes it once a valid config makes the driver ready, pointing at the driver's socket", async () => {
+  it("writes it once a valid config makes the driver ready, pointing at the driver's socket and state dir", async () => {
     await h.writeDefaultConfig();
     await h.waitReady();
     const path = join(confDir, HOST_CONFLIST_NAME);
     for (let i = 0; i < 60 && !existsSync(path); i++) await sleep(50);
     const list = parseNetworkConfigList(readFileSync(path));
     expect(list.plugins[0]?.raw.socket).to.equal(h.socket);
+    expect(list.plugins[0]?.raw.stateDir).to.equal(h.stateDir);
   });
 
   it("leaves it in place on shutdown (the shim's DEL path needs it while the driver is away)", async () => {
     expect(await h.stop()).to.equal(0);
     expect(existsSync(join(confDir, HOST_CONFLIST_NAME))).to.equal(true);
+  });
+});
+
+describe("host install: a DEL the shim queues reaches a driver with its own --state-dir (integration)", function () {
+  this.timeout(120_000);
+  let h: DriverHarness;
+  let confDir = "";
+  let shimPath = "";
+
+  before(async function () {
+    this.timeout(300_000);
+    requireRoot(this);
+    requireReferencePlugins(this, "host-local");
+    shimPath = ensureShimBuilt();
+    confDir = mkdtempSync(join(tmpdir(), "cni-driver-netd-"));
+    // The harness's --state-dir is under its temporary root: not the shim's default.
+    h = new DriverHarness({ subnetOctet: 91, extraFlags: ["--host-cni-conf-dir", confDir] });
+    await h.writeDefaultConfig();
+    await h.start();
+  });
+  after(async () => {
+    await h?.cleanup();
+    if (confDir) rmSync(confDir, { recursive: true, force: true });
+  });
+
+  /** The shim's stdin as a runtime builds it from the host conflist the driver wrote. */
+  async function shimStdinFromHostConflist(): Promise<string> {
+    const path = join(confDir, HOST_CONFLIST_NAME);
+    for (let i = 0; i < 100 && !existsSync(path); i++) await sleep(50);
+    const list = parseNetworkConfigList(readFileSync(path));
+    return buildPluginStdin({ list, pluginIndex: 0 });
+  }
+
+  const shimEnv = (command: string, i: string): Record<string, string> => ({
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: h.containerId(i),
+    CNI_NETNS: h.netnsPath(i),
+    CNI_IFNAME: "eth0",
+    CNI_PATH: REFERENCE_PLUGIN_DIR,
+    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${h.podNamespace};K8S_POD_NAME=${h.podName(i)}`,
+  });
+
+  it("the driver replays at start the DEL the shim queued while it was stopped: lease and cache gone", async () => {
+    const i = "away";
+    const stdin = await shimStdinFromHostConflist();
+    expect(h.stateDir).to.not.equal(DEFAULT_STATE_DIR);
+    expect(JSON.parse(stdin).stateDir).to.equal(h.stateDir);
+    createNetns(h.netnsName(i));
+    try {
+      const add = await execShim(shimPath, shimEnv("ADD", i), stdin);
+      expect(add.status, add.stdout).to.equal(0);
+      const address = String(
+        (add.json as { ips: Array<{ address: string }> }).ips[0]?.address,
+      ).split("/")[0];
+      expect(h.leases()).to.include(address);
+      expect(h.cacheFiles().filter((f) => f.includes(h.containerId(i)))).to.have.length(1);
+
+      await h.stop();
+      const del = await execShim(shimPath, shimEnv("DEL", i), stdin);
+      expect(del.status, del.stdout).to.equal(0);
+      expect(del.stdout).to.equal("");
+      expect(h.queuedDeletions(), "queued in the driver's state dir").to.have.length(1);
+      expect(
+        existsSync(join(DEFAULT_STATE_DIR, DELETION_QUEUE_DIR, h.queuedDeletions()[0] ?? "-")),
+      ).to.equal(false);
+      expect(h.leases(), "the lease waits for the driver").to.include(address);
+
+      await h.start();
+      expect(h.queuedDeletions(), "records after the replay").to.deep.equal([]);
+      expect(h.leases(), "the lease after the replay").to.not.include(address);
+      expect(h.cacheFiles().filter((f) => f.includes(h.containerId(i)))).to.deep.equal([]);
+      expect(listHostLinks(h.hostVeth(i))).to.deep.equal([]);
+    } finally {
+      if (!h.running) await h.start().catch(() => {});
+      await h.client.tearDownPod(h.podRequest(i), { timeoutMs: 10_000 }).catch(() => {});
+      deleteNetns(h.netnsName(i));
+    }
   });
 });
