@@ -138,7 +138,7 @@ describe("shim validation vectors through the built shim (integration)", functio
       if (isOkVector(v) && v.env.CNI_COMMAND !== "VERSION") {
         const wire = own.get(ownSocket(v) ?? "") ?? tripwire;
         const reached = wire.nextConnection();
-        const r = await execShim(shimPath, vectorEnv(v), stdin, 25_000, reached);
+        const r = await execShim(shimPath, vectorEnv(v), stdin, 25_000, { killWhen: reached });
         expect(connections() - before, `the call reached the socket; ${r.stdout}`).to.be.above(0);
         expect(r.stderr).to.equal("");
         return;

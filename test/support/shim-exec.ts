@@ -11,20 +11,30 @@ export interface ShimRun {
   json: Record<string, unknown> | undefined;
 }
 
-/**
- * Runs `shimPath` with exactly `env` and `stdin`; killed after `timeoutMs`, or
- * as soon as `killWhen` resolves (a call seen at the far end is all a test needed).
- */
+export interface ExecShimOptions {
+  /** Kills the shim as soon as this resolves (a call seen at the far end is all a test needed). */
+  killWhen?: Promise<unknown>;
+  /** Runs the shim as this user and group, with no supplementary groups (libuv drops them). */
+  uid?: number;
+  gid?: number;
+}
+
+/** Runs `shimPath` with exactly `env` and `stdin`; killed after `timeoutMs`. */
 export function execShim(
   shimPath: string,
   env: Record<string, string>,
   stdin: string | Buffer,
   timeoutMs = 20_000,
-  killWhen?: Promise<unknown>,
+  opts: ExecShimOptions = {},
 ): Promise<ShimRun> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(shimPath, [], { env, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(shimPath, [], {
+      env,
+      stdio: ["pipe", "pipe", "pipe"],
+      ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
+      ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (c: string) => {
@@ -37,7 +47,7 @@ export function execShim(
     child.stdin.on("error", () => {});
     child.stdin.end(stdin);
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    killWhen?.then(() => child.kill("SIGKILL"));
+    opts.killWhen?.then(() => child.kill("SIGKILL"));
     child.on("error", reject);
     child.on("close", (status) => {
       clearTimeout(timer);
