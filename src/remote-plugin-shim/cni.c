@@ -50,6 +50,24 @@ char *cni_error_json(const struct cni_error *err, const char *cni_version) {
   return text_take(&t);
 }
 
+/* ---- limits (src/cni/limits.ts) ---- */
+
+#define MAX_CONTAINER_ID_BYTES 128
+#define MAX_NETWORK_NAME_BYTES 100
+#define MAX_NETNS_PATH_BYTES 4095
+#define MAX_CNI_ARGS_BYTES (64 * 1024)
+
+/* Code 4 past max_bytes: "<what> is too long: <echo>; at most <max> bytes". */
+static bool at_most_bytes(const char *what, const char *value, size_t n, size_t max_bytes,
+                          unsigned code, struct cni_error *err) {
+  if (n <= max_bytes) return true;
+  char *e = echo_value(value, n);
+  cni_fail_take(err, code, xprintf("%s is too long: %s; at most %zu bytes", what, e, max_bytes),
+                NULL);
+  free(e);
+  return false;
+}
+
 /* ---- the environment (src/cni/env.ts) ---- */
 
 const char *const CNI_COMMAND_NAMES[] = {"ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION"};
@@ -123,15 +141,27 @@ bool cni_parse_env(struct cni_env *out, struct cni_error *err) {
   if (n) return missing_variables(err, missing, n);
 
   out->cni_args = env_value(VAR_ARGS) ? env_value(VAR_ARGS) : "";
-  if (out->command == CMD_ADD || out->command == CMD_CHECK || out->command == CMD_DEL) {
-    out->container_id = env_value(VAR_CONTAINERID);
-    out->ifname = env_value(VAR_IFNAME);
-    out->netns = env_value(VAR_NETNS);
-    if (!in_variable(cni_valid_container_id(out->container_id, err), VAR_CONTAINERID, err))
-      return false;
-    if (!in_variable(cni_valid_interface_name(out->ifname, err), VAR_IFNAME, err)) return false;
-  }
-  return true;
+  if (out->command != CMD_ADD && out->command != CMD_CHECK && out->command != CMD_DEL) return true;
+  out->container_id = env_value(VAR_CONTAINERID);
+  out->ifname = env_value(VAR_IFNAME);
+  out->netns = env_value(VAR_NETNS);
+  if (!in_variable(cni_valid_container_id(out->container_id, err), VAR_CONTAINERID, err))
+    return false;
+  /* In env.ts's order: ADD and CHECK check the netns before the interface and
+   * CNI_ARGS, DEL after them. An environment string cannot hold a NUL, so only
+   * the lengths are left to check. */
+  bool netns_ok = !out->netns || in_variable(at_most_bytes("netns path", out->netns,
+                                                           strlen(out->netns), MAX_NETNS_PATH_BYTES,
+                                                           CNI_INVALID_ENVIRONMENT, err),
+                                             VAR_NETNS, err);
+  if (out->command != CMD_DEL && !netns_ok) return false;
+  if (!in_variable(cni_valid_interface_name(out->ifname, err), VAR_IFNAME, err)) return false;
+  if (!at_most_bytes("CNI_ARGS", out->cni_args, strlen(out->cni_args), MAX_CNI_ARGS_BYTES,
+                     CNI_INVALID_ENVIRONMENT, err))
+    return false;
+  return netns_ok || in_variable(at_most_bytes("netns path", out->netns, strlen(out->netns),
+                                               MAX_NETNS_PATH_BYTES, CNI_INVALID_ENVIRONMENT, err),
+                                 VAR_NETNS, err);
 }
 
 /* ---- names (src/cni/names.ts) ---- */
@@ -153,8 +183,11 @@ static bool cni_name_pattern(const char *s, size_t n) {
 
 bool cni_valid_container_id(const char *id, struct cni_error *err) {
   if (!id || !*id) return cni_fail(err, CNI_UNKNOWN_CONTAINER, NULL, "missing containerID");
+  if (!at_most_bytes("containerID", id, strlen(id), MAX_CONTAINER_ID_BYTES,
+                     CNI_INVALID_ENVIRONMENT, err))
+    return false;
   if (!cni_name_pattern(id, strlen(id))) {
-    char *q = json_quote(id, strlen(id));
+    char *q = echo_value(id, strlen(id));
     cni_fail(err, CNI_INVALID_ENVIRONMENT, id, "invalid characters in containerID: %s", q);
     free(q);
     return false;
@@ -178,7 +211,7 @@ static size_t go_space(const unsigned char *s, size_t n) {
 bool cni_valid_interface_name(const char *name, struct cni_error *err) {
   if (!name || !*name) return cni_fail(err, CNI_INVALID_ENVIRONMENT, NULL, "interface name is empty");
   size_t n = strlen(name);
-  char *q = json_quote(name, n);
+  char *q = echo_value(name, n);
   bool ok = false;
   if (n > MAX_INTERFACE_NAME_BYTES) {
     char *details = xprintf("interface name should be less than %d characters; it has %zu bytes",
@@ -203,8 +236,11 @@ bool cni_valid_interface_name(const char *name, struct cni_error *err) {
 
 bool cni_valid_network_name(const char *name, size_t n, struct cni_error *err) {
   if (!name || n == 0) return cni_fail(err, CNI_INVALID_NETWORK_CONFIG, NULL, "missing network name");
+  if (!at_most_bytes("network name", name, n, MAX_NETWORK_NAME_BYTES, CNI_INVALID_NETWORK_CONFIG,
+                     err))
+    return false;
   if (!cni_name_pattern(name, n)) {
-    char *q = json_quote(name, n);
+    char *q = echo_value(name, n);
     cni_fail_take(err, CNI_INVALID_NETWORK_CONFIG,
                   xprintf("invalid characters found in network name: %s", q), xstrndup(name, n));
     free(q);
@@ -267,7 +303,7 @@ bool cni_parse_args(const char *text, struct cni_arg **pairs, size_t *count,
     size_t n = end ? (size_t)(end - p) : strlen(p);
     const char *eq = memchr(p, '=', n);
     if (!eq || memchr(eq + 1, '=', n - (size_t)(eq + 1 - p))) {
-      char *q = json_quote(p, n);
+      char *q = echo_value(p, n);
       cni_fail_take(err, CNI_INVALID_ENVIRONMENT, xprintf("ARGS: invalid pair %s", q),
                     xstrdup("CNI_ARGS must be KEY=VALUE pairs separated by ;"));
       free(q);

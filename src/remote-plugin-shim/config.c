@@ -135,11 +135,17 @@ bool shim_config_parse(const char *data, size_t len, struct shim_config *out,
   out->cni_version = cni_supported_version(version, version_len);
   if (!out->cni_version) {
     struct text msg = {0}, details = {0};
+    /* A version past ECHO_BYTES is quoted cut short, in both. */
+    char *shown = echo_value(version, version_len);
     text_adds(&msg, "incompatible CNI versions: config is ");
-    text_add_json_string(&msg, version, version_len);
+    text_adds(&msg, shown);
     text_adds(&msg, ", plugin supports [");
     text_adds(&details, "config version ");
-    text_add(&details, version, version_len);
+    if (version_len > ECHO_BYTES)
+      text_adds(&details, shown);
+    else
+      text_add(&details, version, version_len);
+    free(shown);
     text_adds(&details, "; supported versions ");
     for (size_t i = 0; i < CNI_SUPPORTED_VERSION_COUNT; i++) {
       text_printf(&msg, "%s\"%s\"", i ? "," : "", CNI_SUPPORTED_VERSIONS[i]);

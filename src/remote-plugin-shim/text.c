@@ -144,6 +144,22 @@ char *json_quote(const char *s, size_t n) {
   return text_take(&t);
 }
 
+char *echo_value(const char *s, size_t n) {
+  if (n <= ECHO_BYTES) return json_quote(s, n);
+  size_t head = ECHO_BYTES;
+  /* Back to the start of the character the cut falls in, unless it ends there. */
+  size_t start = head;
+  while (start > 0 && ((unsigned char)s[start - 1] & 0xc0) == 0x80) start--;
+  if (start > 0 && (unsigned char)s[start - 1] >= 0xc0) {
+    size_t len = utf8_sequence((const unsigned char *)s + start - 1, n - (start - 1));
+    if (len == 0 || start - 1 + len > head) head = start - 1;
+  }
+  struct text t = {0};
+  text_add_json_string(&t, s, head);
+  text_printf(&t, "\xe2\x80\xa6 (%zu bytes)", n);
+  return text_take(&t);
+}
+
 void text_add_js_number(struct text *t, double v) {
   if (isnan(v) || isinf(v)) {
     text_adds(t, "null"); /* JSON.stringify's word for them */

@@ -33,6 +33,11 @@ char *text_take(struct text *t);
  * writes it; bytes that are not UTF-8 become U+FFFD, as Node decodes them. */
 void text_add_json_string(struct text *t, const char *s, size_t n);
 char *json_quote(const char *s, size_t n);
+/* A bad value quoted for an error message, as src/cni/limits.ts echo() does: whole
+ * when it has at most ECHO_BYTES bytes, else its first ECHO_BYTES bytes (cut back
+ * to a whole character) quoted, then "… (N bytes)". */
+#define ECHO_BYTES 64
+char *echo_value(const char *s, size_t n);
 
 /* A double as JavaScript's Number#toString writes it (shortest round trip). */
 void text_add_js_number(struct text *t, double v);

@@ -6,7 +6,8 @@
  *
  * A vector:
  *   name    what it pins, unique
- *   env     the whole environment of the exec: a value, or null for unset
+ *   env     the whole environment of the exec: a value, {"repeat": s, "bytes": N,
+ *           "suffix"?: t} as for stdin, or null for unset
  *   stdin   the text on stdin, or {"repeat": s, "bytes": N, "suffix"?: t}: s
  *           repeated, then t, N bytes of UTF-8 in all (inputs too big to write out)
  *   expect  {"code": N, "msg": regex source (JavaScript)}: the CNI error, exit 1;
@@ -25,7 +26,7 @@ export type ShimVectorExpect = { ok: true } | { code: number; msg: string };
 
 export interface ShimVector {
   name: string;
-  env: Record<string, string | null>;
+  env: Record<string, string | RepeatedInput | null>;
   stdin: string | RepeatedInput;
   expect: ShimVectorExpect;
 }
@@ -37,24 +38,31 @@ export function loadShimVectors(): ShimVector[] {
   return JSON.parse(readFileSync(SHIM_VECTORS_PATH, "utf8")) as ShimVector[];
 }
 
-/** The bytes a vector puts on stdin. */
-export function vectorStdin(v: ShimVector): Buffer {
-  if (typeof v.stdin === "string") return Buffer.from(v.stdin, "utf8");
-  const suffix = Buffer.from(v.stdin.suffix ?? "", "utf8");
-  const unit = Buffer.from(v.stdin.repeat, "utf8");
-  const padding = v.stdin.bytes - suffix.length;
+/** The bytes of a value written out or repeated. */
+function inputBytes(v: ShimVector, input: string | RepeatedInput): Buffer {
+  if (typeof input === "string") return Buffer.from(input, "utf8");
+  const suffix = Buffer.from(input.suffix ?? "", "utf8");
+  const unit = Buffer.from(input.repeat, "utf8");
+  const padding = input.bytes - suffix.length;
   if (unit.length === 0 || padding < 0 || padding % unit.length !== 0) {
     throw new Error(
-      `vector ${JSON.stringify(v.name)}: ${JSON.stringify(v.stdin)} cannot fill its bytes`,
+      `vector ${JSON.stringify(v.name)}: ${JSON.stringify(input)} cannot fill its bytes`,
     );
   }
   return Buffer.concat([Buffer.alloc(padding, unit), suffix]);
 }
 
+/** The bytes a vector puts on stdin. */
+export function vectorStdin(v: ShimVector): Buffer {
+  return inputBytes(v, v.stdin);
+}
+
 /** The vector's environment as an exec gets it: unset variables left out. */
 export function vectorEnv(v: ShimVector): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(v.env)) if (value !== null) out[key] = value;
+  for (const [key, value] of Object.entries(v.env)) {
+    if (value !== null) out[key] = inputBytes(v, value).toString("utf8");
+  }
   return out;
 }
 
