@@ -19,7 +19,7 @@ if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number);
   exit 1
 fi
 
-APT_PACKAGES=(iproute2 iputils-ping iptables containernetworking-plugins podman runc containerd busybox-static
+APT_PACKAGES=(iproute2 iputils-ping iptables nftables containernetworking-plugins podman runc containerd busybox-static
   # sysctl, pgrep and ps, which minimal roots lack
   procps
   # the native addons (node-gyp: python3, make, a C and C++ compiler) and the native shim
