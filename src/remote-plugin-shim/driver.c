@@ -33,49 +33,63 @@ static void set_driver_error(struct driver_answer *ans, const Cnidriver__V1__Cni
                 xstrdup(e->details ? e->details : ""));
 }
 
-/* Calls `method` with a packed request; on success returns the answer's bytes. */
-static bool call(const char *socket, enum driver_method method, uint8_t *request, size_t len,
-                 long long timeout_ms, long long connect_timeout_ms, struct grpc_outcome *out,
-                 struct driver_answer *ans) {
+/* Each method's answer; every one holds the driver's CniError in its field `error`. */
+static const ProtobufCMessageDescriptor *const ANSWERS[] = {
+    &cnidriver__v1__pod_response__descriptor,
+    &cnidriver__v1__tear_down_pod_response__descriptor,
+    &cnidriver__v1__check_pod_response__descriptor,
+    &cnidriver__v1__cni_status_response__descriptor,
+    &cnidriver__v1__garbage_collect_response__descriptor,
+};
+
+/* Calls `method` with a packed request (freed here). Returns the decoded answer,
+ * its `error` already in `ans`, or NULL with `ans` holding the transport's failure. */
+static ProtobufCMessage *call(const char *socket, enum driver_method method, uint8_t *request,
+                              size_t len, long long timeout_ms, long long connect_timeout_ms,
+                              struct driver_answer *ans) {
+  memset(ans, 0, sizeof *ans);
   char path[64];
-  strcpy(path, SERVICE_PATH);
-  strcat(path, METHOD_NAMES[method]);
+  snprintf(path, sizeof path, "%s%s", SERVICE_PATH, METHOD_NAMES[method]);
   struct grpc_call c = {
       .socket_path = socket,
       .path = path,
       .request = request,
       .request_len = len,
       .timeout_ms = timeout_ms,
-      .connect_timeout_ms = connect_timeout_ms,
+      .connect_timeout_ms = connect_timeout_ms < timeout_ms ? connect_timeout_ms : timeout_ms,
   };
-  grpc_unary(&c, out);
+  struct grpc_outcome out;
+  grpc_unary(&c, &out);
   free(request);
-  if (out->connect_errno == EACCES || out->connect_errno == EPERM) {
+  ProtobufCMessage *answer = NULL;
+  if (out.connect_errno == EACCES || out.connect_errno == EPERM) {
     cni_fail_take(&ans->error, CNI_IO_FAILURE,
                   xprintf("cni-driver at %s: permission denied: the shim (uid %u) may not open the "
                           "driver's socket: %s",
-                          socket, (unsigned)geteuid(), strerror(out->connect_errno)),
+                          socket, (unsigned)geteuid(), strerror(out.connect_errno)),
                   xstrdup("the socket is the driver's (mode 0600, root): the runtime must exec "
                           "the shim as root"));
     ans->transport_error = true;
-    return false;
+  } else if (out.status != GRPC_OK) {
+    transport_error(ans, socket, out.status, out.message ? out.message : "");
+  } else {
+    const ProtobufCMessageDescriptor *d = ANSWERS[method];
+    answer = protobuf_c_message_unpack(d, NULL, out.response_len, out.response);
+    if (!answer) {
+      char *why = xprintf("cannot decode the %s", d->short_name);
+      transport_error(ans, socket, GRPC_INTERNAL, why);
+      free(why);
+    } else {
+      const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, "error");
+      set_driver_error(ans, *(Cnidriver__V1__CniError **)((char *)answer + f->offset));
+    }
   }
-  if (out->status != GRPC_OK) {
-    transport_error(ans, socket, out->status, out->message ? out->message : "");
-    return false;
-  }
-  return true;
-}
-
-static void undecodable(struct driver_answer *ans, const char *socket, const char *type) {
-  char *why = xprintf("cannot decode the %s", type);
-  transport_error(ans, socket, GRPC_INTERNAL, why);
-  free(why);
+  grpc_outcome_free(&out);
+  return answer;
 }
 
 void driver_pod(enum driver_method method, const struct pod_call *pc, long long timeout_ms,
                 struct driver_answer *ans) {
-  memset(ans, 0, sizeof *ans);
   Cnidriver__V1__PodRequest req = CNIDRIVER__V1__POD_REQUEST__INIT;
   req.api_version = API_VERSION;
   req.container_id = (char *)pc->env->container_id;
@@ -102,44 +116,17 @@ void driver_pod(enum driver_method method, const struct pod_call *pc, long long 
   free(kvs);
   free(kvp);
 
-  struct grpc_outcome out;
-  long long connect_ms = timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS;
-  if (call(pc->conf->socket, method, buf, len, timeout_ms, connect_ms, &out, ans)) {
-    if (method == SET_UP_POD) {
-      Cnidriver__V1__PodResponse *r =
-          cnidriver__v1__pod_response__unpack(NULL, out.response_len, out.response);
-      if (!r) {
-        undecodable(ans, pc->conf->socket, "PodResponse");
-      } else {
-        set_driver_error(ans, r->error);
-        if (!ans->error.code) ans->result_json = xstrdup(r->result_json ? r->result_json : "");
-        cnidriver__v1__pod_response__free_unpacked(r, NULL);
-      }
-    } else if (method == TEAR_DOWN_POD) {
-      Cnidriver__V1__TearDownPodResponse *r =
-          cnidriver__v1__tear_down_pod_response__unpack(NULL, out.response_len, out.response);
-      if (!r) {
-        undecodable(ans, pc->conf->socket, "TearDownPodResponse");
-      } else {
-        set_driver_error(ans, r->error);
-        cnidriver__v1__tear_down_pod_response__free_unpacked(r, NULL);
-      }
-    } else {
-      Cnidriver__V1__CheckPodResponse *r =
-          cnidriver__v1__check_pod_response__unpack(NULL, out.response_len, out.response);
-      if (!r) {
-        undecodable(ans, pc->conf->socket, "CheckPodResponse");
-      } else {
-        set_driver_error(ans, r->error);
-        cnidriver__v1__check_pod_response__free_unpacked(r, NULL);
-      }
-    }
+  ProtobufCMessage *answer =
+      call(pc->conf->socket, method, buf, len, timeout_ms, CONNECT_TIMEOUT_MS, ans);
+  if (!answer) return;
+  if (method == SET_UP_POD && !ans->error.code) {
+    const char *json = ((Cnidriver__V1__PodResponse *)answer)->result_json;
+    ans->result_json = xstrdup(json ? json : "");
   }
-  grpc_outcome_free(&out);
+  protobuf_c_message_free_unpacked(answer, NULL);
 }
 
 void driver_status(const struct shim_config *conf, long long timeout_ms, struct driver_answer *ans) {
-  memset(ans, 0, sizeof *ans);
   Cnidriver__V1__CniStatusRequest req = CNIDRIVER__V1__CNI_STATUS_REQUEST__INIT;
   req.api_version = API_VERSION;
   req.network = (char *)conf->network;
@@ -147,23 +134,13 @@ void driver_status(const struct shim_config *conf, long long timeout_ms, struct 
   size_t len = cnidriver__v1__cni_status_request__get_packed_size(&req);
   uint8_t *buf = xmalloc(len);
   cnidriver__v1__cni_status_request__pack(&req, buf);
-  struct grpc_outcome out;
-  if (call(conf->socket, CNI_STATUS, buf, len, timeout_ms, CONNECT_TIMEOUT_MS, &out, ans)) {
-    Cnidriver__V1__CniStatusResponse *r =
-        cnidriver__v1__cni_status_response__unpack(NULL, out.response_len, out.response);
-    if (!r) {
-      undecodable(ans, conf->socket, "CniStatusResponse");
-    } else {
-      set_driver_error(ans, r->error);
-      cnidriver__v1__cni_status_response__free_unpacked(r, NULL);
-    }
-  }
-  grpc_outcome_free(&out);
+  ProtobufCMessage *answer =
+      call(conf->socket, CNI_STATUS, buf, len, timeout_ms, CONNECT_TIMEOUT_MS, ans);
+  if (answer) protobuf_c_message_free_unpacked(answer, NULL);
 }
 
 void driver_gc(const struct shim_config *conf, const struct gc_attachment *valid, size_t count,
                struct driver_answer *ans) {
-  memset(ans, 0, sizeof *ans);
   Cnidriver__V1__Attachment *atts = xmalloc(count * sizeof *atts);
   Cnidriver__V1__Attachment **attp = xmalloc(count * sizeof *attp);
   for (size_t i = 0; i < count; i++) {
@@ -187,24 +164,17 @@ void driver_gc(const struct shim_config *conf, const struct gc_attachment *valid
   cnidriver__v1__garbage_collect_request__pack(&req, buf);
   free(atts);
   free(attp);
-  struct grpc_outcome out;
-  if (call(conf->socket, GARBAGE_COLLECT, buf, len, conf->timeout_ms, CONNECT_TIMEOUT_MS, &out, ans)) {
-    Cnidriver__V1__GarbageCollectResponse *r =
-        cnidriver__v1__garbage_collect_response__unpack(NULL, out.response_len, out.response);
-    if (!r) {
-      undecodable(ans, conf->socket, "GarbageCollectResponse");
-    } else {
-      set_driver_error(ans, r->error);
-      if (ans->error.code && r->n_errors > 1) {
-        ans->more_error_count = r->n_errors - 1;
-        ans->more_errors = xmalloc(ans->more_error_count * sizeof(char *));
-        for (size_t i = 1; i < r->n_errors; i++)
-          ans->more_errors[i - 1] = xprintf("%u: %s", r->errors[i]->code, r->errors[i]->msg);
-      }
-      cnidriver__v1__garbage_collect_response__free_unpacked(r, NULL);
-    }
+  ProtobufCMessage *answer =
+      call(conf->socket, GARBAGE_COLLECT, buf, len, conf->timeout_ms, CONNECT_TIMEOUT_MS, ans);
+  if (!answer) return;
+  Cnidriver__V1__GarbageCollectResponse *r = (Cnidriver__V1__GarbageCollectResponse *)answer;
+  if (ans->error.code && r->n_errors > 1) {
+    ans->more_error_count = r->n_errors - 1;
+    ans->more_errors = xmalloc(ans->more_error_count * sizeof(char *));
+    for (size_t i = 1; i < r->n_errors; i++)
+      ans->more_errors[i - 1] = xprintf("%u: %s", r->errors[i]->code, r->errors[i]->msg);
   }
-  grpc_outcome_free(&out);
+  protobuf_c_message_free_unpacked(answer, NULL);
 }
 
 /* The last pause leaves the last attempt some time to connect and be answered. */
