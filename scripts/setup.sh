@@ -68,8 +68,10 @@ for addon in $addons; do
 done
 if [ -n "$stale" ]; then
   echo "setup: building the native addons" >&2
-  if ! bash scripts/build-native.sh >&2; then
-    echo "setup: the native addons did not build; the driver will use iproute2 and Node's spawn" >&2
+  # node-gyp's progress only when it fails: then its own words say why.
+  if ! build_log=$(bash scripts/build-native.sh 2>&1); then
+    echo "$build_log" >&2
+    echo "setup: the native addons did not build (node-gyp's output above); the driver will use iproute2, Node's spawn and the host-local binary" >&2
     [ "${CI:-}" != "true" ] || exit 1
   fi
 fi
