@@ -32,7 +32,7 @@ import { spawnBackend } from "./plugin-process.js";
 import { type BuiltinPlugin, createPluginRunner } from "./plugin-runner.js";
 import { recoverAtStart, replayDeletionQueue } from "./recovery.js";
 import { ResultCache } from "./result-cache.js";
-import { startGrpcServer } from "./server.js";
+import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, startGrpcServer } from "./server.js";
 import { AttachmentIndex, DriverService } from "./service.js";
 
 export const SERVE_FLAGS: readonly FlagSpec[] = [
@@ -106,6 +106,21 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
     name: "host-cni-conf-dir",
     help: 'write 10-cni-driver.conflist here once ready ("" = do not)',
   },
+  {
+    name: "max-connections",
+    default: String(DEFAULT_CONNECTION_LIMITS.maxConnections),
+    help: "connections to the socket open at once; one more is closed at once, and logged",
+  },
+  {
+    name: "connection-preface-timeout",
+    default: String(DEFAULT_CONNECTION_LIMITS.prefaceTimeoutMs / 1000),
+    help: "seconds a new connection has to start HTTP/2 before it is closed",
+  },
+  {
+    name: "connection-idle-timeout",
+    default: String(DEFAULT_CONNECTION_LIMITS.idleTimeoutMs / 1000),
+    help: "seconds a connection may stay open with no call in flight",
+  },
 ];
 
 export interface DriverOptions {
@@ -134,6 +149,8 @@ export interface DriverOptions {
   hostCniConfDir?: string;
   /** Between replays of the deletion queue; 0: only at start and on config loads. */
   deletionQueueRescanMs?: number;
+  /** The socket's connection limits; default DEFAULT_CONNECTION_LIMITS. */
+  connectionLimits?: ConnectionLimits;
 }
 
 export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
@@ -175,6 +192,11 @@ export function driverOptionsFromFlags(v: FlagValues): DriverOptions {
     hostCniConfDir: str("host-cni-conf-dir") || undefined,
     deletionQueueRescanMs:
       periodSeconds("deletion-queue-rescan", str("deletion-queue-rescan")) * 1000,
+    connectionLimits: {
+      maxConnections: Math.floor(num("max-connections")),
+      prefaceTimeoutMs: num("connection-preface-timeout") * 1000,
+      idleTimeoutMs: num("connection-idle-timeout") * 1000,
+    },
   };
 }
 
@@ -380,7 +402,10 @@ export async function startDriver(
   // Before serving: a DEL right after a restart must know which sandbox set its pod's annotation.
   await kube?.seedAnnotationOwners(cache);
   await config.start();
-  const grpcServer = await startGrpcServer(opts.socket, service);
+  const grpcServer = await startGrpcServer(opts.socket, service, {
+    logger,
+    limits: opts.connectionLimits ?? DEFAULT_CONNECTION_LIMITS,
+  });
   const health = await startHealthServer(opts.healthAddr, {
     live: () => dialUnixSocket(opts.socket, 1000),
     ready: () => {
