@@ -17,8 +17,10 @@ import { join, resolve } from "node:path";
 import { type FSWatcher, watch } from "chokidar";
 import pino from "pino";
 import { CniError } from "../cni/errors.js";
+import { listNodeAddresses } from "../plumbing/node-addresses.js";
 import { type DriverConfig, type LoadOptions, loadDriverConfig } from "./network-config.js";
 import type { PodCidrs } from "./pod-cidr.js";
+import { type NodeAddress, nodeLinkNames } from "./pod-range-guard.js";
 
 /** A rejected load, as CniStatus and the log show it. */
 export interface ConfigError {
@@ -42,6 +44,12 @@ export interface ConfigSourceOptions {
    * is the fresher one (kube/configmap-mirror.ts).
    */
   resolveDir?: () => Promise<string>;
+  /**
+   * The node's addresses, which no pod range may overlap (pod-range-guard.ts);
+   * default: those of the driver's own namespace. A listing that fails
+   * rejects the load: no range is taken without the check.
+   */
+  nodeAddresses?: () => Promise<NodeAddress[]>;
   /** Quiet time after the last change before a reload; default 100 ms. */
   debounceMs?: number;
   /** How often kubelet's `..data` link is looked at behind the watcher (default 2000 ms; 0: never). */
@@ -153,6 +161,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
   private podCidrs: PodCidrs;
   private readonly hostLocalDataDir: string | undefined;
   private readonly resolveDir: (() => Promise<string>) | undefined;
+  private readonly nodeAddresses: () => Promise<NodeAddress[]>;
 
   private config: DriverConfig | undefined;
   private error: ConfigError | undefined;
@@ -173,6 +182,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     this.dir = resolve(opts.dir);
     this.hostLocalDataDir = opts.hostLocalDataDir;
     this.resolveDir = opts.resolveDir;
+    this.nodeAddresses = opts.nodeAddresses ?? listNodeAddresses;
     this.binDirs = [...opts.binDirs];
     this.builtins = opts.builtins;
     this.debounceMs = opts.debounceMs ?? 100;
@@ -307,6 +317,11 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     try {
       if (this.resolveDir) dir = await this.resolveDir();
       const files = await readConfigDir(dir);
+      const nodeAddresses = await this.nodeAddresses().catch((err: unknown) => {
+        throw new Error(
+          `cannot list the node's addresses to check the pod ranges against: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      });
       cfg = loadDriverConfig(
         files,
         {
@@ -316,6 +331,8 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
           pluginExists: pluginFinder(this.binDirs),
           builtins: this.builtins,
           binDirs: this.binDirs,
+          nodeAddresses,
+          ownInterfaces: this.config ? nodeLinkNames(this.config.settings) : [],
         },
         this.generation + 1,
       );

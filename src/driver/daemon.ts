@@ -18,9 +18,10 @@ import { dialUnixSocket, startHealthServer } from "../common/health.js";
 import { createLogger, type LogLevel } from "../common/logger.js";
 import { plumbingBackend } from "../plumbing/backend.js";
 import { socketPathProblem } from "../wire/socket-path.js";
+import { BridgeGatewayPruner } from "./bridge-gateways.js";
 import { flockAddon } from "./builtin/host-local/file-lock.js";
 import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "./builtin/host-local/plugin.js";
-import { createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
+import { BridgeCache, createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import { ConfigSource } from "./config-source.js";
 import { ChainExecutor } from "./executor.js";
 import { HOST_CONFLIST_NAME, installHostConflist, type ShimTarget } from "./host-install.js";
@@ -290,7 +291,9 @@ export async function startDriver(
     spawn: spawning.name,
     host_local: hostLocal.name,
   });
+  const bridges = new BridgeCache();
   const midonet = createMidonetPlugin({
+    bridges,
     onStaleHostEnd: (hostIfName, containerId) =>
       logger.warn(
         { hostIfName, containerId },
@@ -368,6 +371,9 @@ export async function startDriver(
   const executor = new ChainExecutor(cache, runPlugin, logger, (type) => builtins.has(type));
   const locks = new AttachmentLocks({ maxConcurrent: opts.maxConcurrent });
   const attachments = new AttachmentIndex((n) => metrics.setAttachments(n));
+  // Gateways of ranges no config or attachment uses any more leave the bridges.
+  const gateways = new BridgeGatewayPruner({ config, cache, locks, bridges, logger });
+  config.on("reload", () => gateways.configLoaded());
 
   let recovered = false;
   let shuttingDown = false;
@@ -395,7 +401,7 @@ export async function startDriver(
     driverVersion: driverVersion(),
     notReadyReasons,
     attachments,
-    podObserver: kube?.observer,
+    podObserver: gateways.observer(kube?.observer),
   });
 
   await kube?.start();

@@ -21,6 +21,12 @@ import { utf8Bytes, utf8Text } from "../cni/go-json.js";
 import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../cni/ip.js";
 import { RangeConfigError, type RangeSet, rangeSetsOf } from "./builtin/host-local/ranges.js";
 import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
+import {
+  madeByDriver,
+  type NodeAddress,
+  nodeLinkNames,
+  podRangeProblem,
+} from "./pod-range-guard.js";
 
 /** The optional `driver.json` key. */
 export const DRIVER_SETTINGS_KEY = "driver.json";
@@ -69,6 +75,16 @@ export interface LoadOptions {
   hostLocalDataDir?: string;
   /** The dirs `pluginExists` searches; only named in the message for a missing plugin. */
   binDirs?: readonly string[];
+  /**
+   * The addresses on the node's interfaces (the driver's namespace), those of
+   * interfaces the driver made included: no pod range may overlap the others.
+   */
+  nodeAddresses?: readonly NodeAddress[];
+  /**
+   * Interfaces the driver made beyond what the loaded config names: the node
+   * link of the config in use, still up under its names while a new one loads.
+   */
+  ownInterfaces?: readonly string[];
 }
 
 type JsonObject = Record<string, unknown>;
@@ -128,10 +144,12 @@ export function loadDriverConfig(
     );
   }
 
+  const ownLinks = [...nodeLinkNames(settings), ...(opts.ownInterfaces ?? [])];
+  const foreign = (opts.nodeAddresses ?? []).filter((a) => !madeByDriver(a, ownLinks));
   const networks = new Map<string, NetworkConfigList>();
   const keyOf = new Map<string, string>();
   for (const key of conflistKeys) {
-    const list = atKey(key, () => loadConflist(files.get(key) as Uint8Array, opts));
+    const list = atKey(key, () => loadConflist(files.get(key) as Uint8Array, opts, foreign));
     const other = keyOf.get(list.name);
     if (other !== undefined) {
       throw invalid(
@@ -262,14 +280,18 @@ function expandedBytes(
   return isDeepStrictEqual(value, expanded) ? bytes : utf8Bytes(JSON.stringify(expanded));
 }
 
-function loadConflist(bytes: Uint8Array, opts: LoadOptions): NetworkConfigList {
+function loadConflist(
+  bytes: Uint8Array,
+  opts: LoadOptions,
+  nodeAddresses: readonly NodeAddress[],
+): NetworkConfigList {
   const list = parseNetworkConfigList(
     expandedBytes(bytes, opts.podCidrs ?? {}, opts.hostLocalDataDir),
   );
   list.plugins.forEach((plugin, i) => {
     const at = `plugins[${i}] (${JSON.stringify(plugin.type)})`;
     try {
-      checkPlugin(plugin, opts);
+      checkPlugin(plugin, opts, nodeAddresses);
     } catch (err) {
       const e = CniError.from(err, ErrorCode.InvalidNetworkConfig);
       throw new CniError(e.code, `${at}: ${e.message}`, e.details);
@@ -278,7 +300,11 @@ function loadConflist(bytes: Uint8Array, opts: LoadOptions): NetworkConfigList {
   return list;
 }
 
-function checkPlugin(plugin: PluginConfig, opts: LoadOptions): void {
+function checkPlugin(
+  plugin: PluginConfig,
+  opts: LoadOptions,
+  nodeAddresses: readonly NodeAddress[],
+): void {
   const builtin = opts.builtins?.get(plugin.type);
   if (builtin) {
     builtin(plugin.raw as JsonObject);
@@ -289,6 +315,17 @@ function checkPlugin(plugin: PluginConfig, opts: LoadOptions): void {
   const ipam = plugin.raw.ipam;
   if (isObject(ipam) && ipam.type === "host-local") {
     validateHostLocal(ipam, plugin.capabilities.ipRanges === true);
+    checkPodRanges(ipam, nodeAddresses);
+  }
+}
+
+/** Every subnet of a host-local `ipam` (already valid) keeps off the node: see pod-range-guard.ts. */
+function checkPodRanges(ipam: JsonObject, nodeAddresses: readonly NodeAddress[]): void {
+  for (const set of rangeSetsOf(ipam, { strict: true })) {
+    for (const range of set) {
+      const problem = podRangeProblem(range.subnet, nodeAddresses);
+      if (problem) throw invalid(`ipam: pod range ${problem}`);
+    }
   }
 }
 

@@ -51,3 +51,42 @@ export async function listBridgePorts(name: string): Promise<string[]> {
     throw err;
   }
 }
+
+/**
+ * The global-scope addresses on the bridge ("10.244.1.1/24"): the gateways put
+ * there; its IPv6 link-local address is the kernel's. Undefined when there is
+ * no such bridge.
+ */
+export async function listBridgeAddresses(name: string): Promise<string[] | undefined> {
+  try {
+    const lines = await ipBatch([`addr show dev ${name}`], { json: true });
+    const links = parseJsonLines<{
+      addr_info?: { local?: string; prefixlen?: number; scope?: string }[];
+    }>(lines)[0];
+    if (!links || links.length === 0) return undefined;
+    return (links[0]?.addr_info ?? [])
+      .filter((a) => a.scope === "global" && a.local !== undefined)
+      .map((a) => `${a.local}/${a.prefixlen}`);
+  } catch (err) {
+    if (err instanceof IpCommandError && err.notFound) return undefined;
+    throw err;
+  }
+}
+
+/** Removes addresses from the bridge; one already gone is fine. */
+export async function removeBridgeAddresses(name: string, cidrs: readonly string[]): Promise<void> {
+  for (const cidr of cidrs) {
+    try {
+      await ipBatch([`addr del ${cidr} dev ${name}`]);
+    } catch (err) {
+      // EADDRNOTAVAIL ("Cannot assign requested address"): removed meanwhile.
+      if (
+        !(
+          err instanceof IpCommandError &&
+          (err.notFound || /assign requested|Address not found/i.test(err.reason))
+        )
+      )
+        throw err;
+    }
+  }
+}

@@ -5,6 +5,7 @@ import {
   type LoadOptions,
   loadDriverConfig,
 } from "../../src/driver/network-config.js";
+import { bridgeMac } from "../../src/plumbing/mac.js";
 import { cniErrorOf } from "../support/cni-error.js";
 
 type Json = Record<string, unknown>;
@@ -427,6 +428,63 @@ describe("driver/network-config loadDriverConfig", () => {
         ),
       );
       expect(err.message).to.include("host bits");
+    });
+  });
+
+  describe("pod ranges against the node (pod-range-guard.ts)", () => {
+    const on = (subnet: string) =>
+      files({
+        "p.conflist": conflist("p", [{ type: "ptp", ipam: hostLocal({ ranges: [[{ subnet }]] }) }]),
+      });
+
+    it("refuses a range over a node address, naming the key, the range and the interface", () => {
+      const err = cniErrorOf(() =>
+        load(
+          on("192.0.2.0/24"),
+          opts({ nodeAddresses: [{ ifName: "eth0", cidr: "192.0.2.2/24" }] }),
+        ),
+      );
+      expect(err.code).to.equal(7);
+      expect(err.message).to.equal(
+        `p.conflist: plugins[0] ("ptp"): ipam: pod range 192.0.2.0/24 contains the node's address 192.0.2.2/24 on eth0`,
+      );
+    });
+
+    it("refuses a filled-in usePodCidr the same way", () => {
+      const templated = files({
+        "p.conflist": conflist("p", [
+          { type: "ptp", ipam: hostLocal({ ranges: [[{ subnet: "usePodCidr" }]] }) },
+        ]),
+      });
+      const err = cniErrorOf(() => load(templated, opts({ podCidrs: { v4: "127.0.0.0/24" } })));
+      expect(err.message).to.include("pod range 127.0.0.0/24 overlaps the loopback range");
+    });
+
+    it("leaves out the interfaces the driver made: its bridges, the node link", () => {
+      const own = [
+        // A bridge carrying the MAC the driver derives from its name (plumbing/mac.ts bridgeMac).
+        {
+          ifName: "midokube-br0",
+          cidr: "10.244.0.1/24",
+          kind: "bridge",
+          mac: bridgeMac("midokube-br0"),
+        },
+        { ifName: "midokube-node", cidr: "10.244.0.2/24", kind: "veth" },
+        { ifName: "old-node-if", cidr: "10.244.0.3/24", kind: "veth" },
+      ];
+      const cfg = load(
+        on("10.244.0.0/24"),
+        opts({ nodeAddresses: own, ownInterfaces: ["old-node-if"] }),
+      );
+      expect([...cfg.networks.keys()]).to.deep.equal(["p"]);
+      // The same bridge name with another MAC is not the driver's.
+      const err = cniErrorOf(() =>
+        load(
+          on("10.244.0.0/24"),
+          opts({ nodeAddresses: [{ ...own[0]!, mac: "02:00:00:00:00:01" }] }),
+        ),
+      );
+      expect(err.message).to.include("contains the node's address 10.244.0.1/24 on midokube-br0");
     });
   });
 

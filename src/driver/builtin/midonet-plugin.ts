@@ -72,10 +72,12 @@ export function readMidonetConfig(conf: Record<string, unknown>): MidonetPluginC
 export interface MidonetPluginOptions {
   /** Told when an ADD replaced the host end an older sandbox of the same pod left. */
   onStaleHostEnd?: (hostIfName: string, containerId: string) => void;
+  /** What the plugin remembers of its bridges; shared with whoever removes their gateways. */
+  bridges?: BridgeCache;
 }
 
 export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlugin {
-  const bridges = new BridgeCache();
+  const bridges = opts.bridges ?? new BridgeCache();
 
   return {
     validate(conf) {
