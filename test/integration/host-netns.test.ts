@@ -13,7 +13,7 @@ import { expect } from "chai";
 import { ErrorCode } from "../../src/cni/errors.js";
 import { HOST_NETNS, HostNetnsGuard } from "../../src/driver/host-netns-guard.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
-import { createNetns, deleteNetns, linkIn, uniqueTag } from "../support/netns.js";
+import { createNetns, createNodeNetns, deleteNetns, linkIn, uniqueTag } from "../support/netns.js";
 import {
   REFERENCE_PLUGIN_DIR,
   requireReferencePlugins,
@@ -131,22 +131,9 @@ describe("host network namespace guard: the driver in a throwaway node namespace
       extraFlags: ["--cni-bin-dir", `${binDir}:${REFERENCE_PLUGIN_DIR}`],
     });
     nodePath = `/run/netns/${netns}`;
-    createNetns(netns);
+    // Its eth0 is named as a pod's would be: a DEL naming the node must leave it alone.
+    createNodeNetns(netns);
     node = netns;
-    execFileSync("ip", ["-n", node, "link", "set", "lo", "up"]);
-    // A link named as a pod's would be, which a DEL naming the node must leave alone.
-    execFileSync("ip", [
-      "-n",
-      node,
-      "link",
-      "add",
-      "eth0",
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth0p",
-    ]);
     record = join(h.root, "recorded");
     mkdirSync(binDir, { recursive: true });
     writeFileSync(

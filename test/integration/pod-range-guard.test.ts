@@ -5,13 +5,13 @@
  * address of its own on a veth (198.51.100.2/24, TEST-NET-2), so nothing here
  * reaches this machine's own interfaces.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { expect } from "chai";
 import { parseCidr } from "../../src/cni/ip.js";
 import { cidrsOverlap, podRangeProblem } from "../../src/driver/pod-range-guard.js";
 import type { CniStatusResponse } from "../../src/wire/types.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
-import { createNetns, deleteNetns, uniqueTag } from "../support/netns.js";
+import { createNetns, createNodeNetns, deleteNetns, uniqueTag } from "../support/netns.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";
 
@@ -118,22 +118,9 @@ describe("pod range guard: the driver in a throwaway node namespace", function (
   before(async function () {
     requireRoot(this);
     requireReferencePlugins(this, "host-local");
-    node = `cdt-rg${uniqueTag()}-node`;
-    createNetns(node);
-    execFileSync("ip", ["-n", node, "link", "set", "lo", "up"]);
-    execFileSync("ip", [
-      "-n",
-      node,
-      "link",
-      "add",
-      "eth0",
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth0p",
-    ]);
-    execFileSync("ip", ["-n", node, "addr", "add", "198.51.100.2/24", "dev", "eth0"]);
+    const name = `cdt-rg${uniqueTag()}-node`;
+    createNodeNetns(name, "198.51.100.2/24");
+    node = name;
     h = new DriverHarness({ subnetOctet: 164, netns: node });
     await h.writeConfig(configOn(`${r(164)}.0/24`));
     await h.start();

@@ -17,6 +17,19 @@ export function createNetns(name: string): TestNetns {
   return { name, path: `/run/netns/${name}` };
 }
 
+/**
+ * A throwaway "node" for a driver run inside it (the harness's `netns`): lo
+ * up, so its health server can listen, and a veth `eth0` (peer `eth0p`) as
+ * the node's own interface, with `address` when given.
+ */
+export function createNodeNetns(name: string, address?: string): TestNetns {
+  const ns = createNetns(name);
+  execFileSync("ip", ["-n", name, "link", "set", "lo", "up"]);
+  execFileSync("ip", ["-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"]);
+  if (address) execFileSync("ip", ["-n", name, "addr", "add", address, "dev", "eth0"]);
+  return ns;
+}
+
 export function deleteNetns(name: string): void {
   spawnSync("ip", ["netns", "del", name], { stdio: "ignore" });
 }
