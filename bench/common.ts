@@ -10,7 +10,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, cpus, release, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { runProcess, spawnBackend } from "../src/driver/plugin-process.js";
@@ -188,14 +188,19 @@ export class ReferenceChain {
     this.network = `bench-ref-${tag}`;
   }
 
-  side(): Side<"reference"> {
-    const config = JSON.stringify({
+  /** ptp's config on stdin, as libcni hands it over. */
+  config(): string {
+    return JSON.stringify({
       cniVersion: CNI_VERSION,
       name: this.network,
       type: "ptp",
       mtu: 1500,
       ipam: { type: "host-local", ranges: [[{ subnet: this.subnet }]], dataDir: this.root },
     });
+  }
+
+  side(): Side<"reference"> {
+    const config = this.config();
     const base = runtimeBaseEnv();
     return {
       label: "reference",
@@ -268,6 +273,61 @@ export function percentile(samples: readonly number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
+
+/** What rounds of ADD → DEL at one concurrency gave one side. */
+export interface RoundSamples {
+  add: number[];
+  del: number[];
+  /** Pods both set up and torn down. */
+  pods: number;
+  wallMs: number;
+  /** CPU time of the measured processes and all they exec'd during the rounds (processCpuMs). */
+  cpuMs: number;
+}
+
+export function emptyRoundSamples(): RoundSamples {
+  return { add: [], del: [], pods: 0, wallMs: 0, cpuMs: 0 };
+}
+
+/** Pods set up and torn down per second of wall time. */
+export function throughput(s: RoundSamples): number {
+  return s.wallMs > 0 ? s.pods / (s.wallMs / 1000) : Number.NaN;
+}
+
+/**
+ * The peak resident set of one exec, in KiB: the exec run under GNU time
+ * (Debian package `time`), which reads it from wait4's rusage (ru_maxrss, the
+ * largest of the process and the children it waited for). Untimed: time's own
+ * exec would distort a latency. Undefined, with the reason in `why`, when it
+ * could not be measured.
+ */
+export function peakRssKiB(
+  file: string,
+  env: NodeJS.ProcessEnv,
+  stdin: string,
+): { kib?: number; why?: string; stdout: string } {
+  if (!existsSync(GNU_TIME))
+    return { why: `${GNU_TIME} missing (Debian package time)`, stdout: "" };
+  const out = join(mkdtempSync(join(tmpdir(), "cni-driver-bench-rss-")), "maxrss");
+  try {
+    const r = spawnSync(GNU_TIME, ["-f", "%M", "-o", out, file], {
+      env,
+      input: stdin,
+      encoding: "utf8",
+      timeout: CALL_TIMEOUT_MS,
+    });
+    if (r.status !== 0)
+      return { why: `exit ${r.status}: ${r.stdout}${r.stderr}`, stdout: r.stdout };
+    const kib = Number(readFileSync(out, "utf8").trim().split("\n").pop());
+    return Number.isFinite(kib)
+      ? { kib, stdout: r.stdout }
+      : { why: "no figure", stdout: r.stdout };
+  } finally {
+    rmSync(dirname(out), { recursive: true, force: true });
+  }
+}
+
+const GNU_TIME = "/usr/bin/time";
 
 /** Median cost of exec'ing a do-nothing binary through execWithStdin: the floor under every exec. */
 export async function spawnFloorMs(runs = 30): Promise<number> {
@@ -416,6 +476,38 @@ export class BenchRun {
       if (this.failures.length > MAX_FAILURES) this.stopping = true;
       return undefined;
     }
+  }
+
+  /**
+   * One round: `concurrency` workers, worker w owning pods w, w+c, w+2c …, each
+   * looping ADD → DEL. A failed ADD is still followed by a DEL (to clean up) but
+   * the pod counts as neither sample nor throughput. CPU is that of `cpuPids`
+   * and everything they exec'd.
+   */
+  async runRound(
+    side: Side,
+    concurrency: number,
+    pods: readonly Pod[],
+    into: RoundSamples,
+    cpuPids: readonly number[] = [process.pid],
+  ): Promise<void> {
+    const workers = Math.min(concurrency, pods.length);
+    const cpu0 = processCpuMs(cpuPids);
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: workers }, async (_, w) => {
+        for (let i = w; i < pods.length && !this.stopping; i += workers) {
+          const pod = pods[i]!;
+          const add = await this.timed(`${side.label} ADD`, () => side.add(pod));
+          if (add !== undefined) into.add.push(add);
+          const del = await this.timed(`${side.label} DEL`, () => side.del(pod));
+          if (del !== undefined) into.del.push(del);
+          if (add !== undefined && del !== undefined) into.pods++;
+        }
+      }),
+    );
+    into.wallMs += performance.now() - t0;
+    into.cpuMs += processCpuMs(cpuPids) - cpu0;
   }
 
   /** Root, and the reference plugins; false (said on stderr) when either is missing. */

@@ -16,20 +16,21 @@
  * Everything it makes (driver root, namespaces, veths, leases) carries a random
  * tag and is removed at the end, also on failure or Ctrl-C.
  */
-import { performance } from "node:perf_hooks";
 import type { PodRequest } from "../src/wire/types.js";
 import { type DriverHarness, sleep } from "../test/support/driver-harness.js";
 import {
   BenchRun,
   type Side as BenchSide,
+  emptyRoundSamples,
   fmt,
   option,
   type Pod,
   percentile,
   printColumns,
-  processCpuMs,
+  type RoundSamples,
   say,
   socketSide,
+  throughput,
 } from "./common.js";
 
 /** Per level: rounds per side and pods per round. Sized to stay well under 3 minutes on 2 cores. */
@@ -55,14 +56,8 @@ const TARGETS = {
 
 type Side = BenchSide<"driver" | "reference">;
 
-interface Samples {
-  add: number[];
-  del: number[];
-  pods: number;
-  wallMs: number;
-  /** CPU time of the bench, the driver and all they exec'd during the rounds (see measuredPids). */
-  cpuMs: number;
-}
+/** CPU time is that of the bench, the driver and all they exec'd during the rounds (see measuredPids). */
+type Samples = RoundSamples;
 
 const bench = new BenchRun({
   name: "bench/pod-setup",
@@ -96,36 +91,6 @@ function makePods(side: Side, level: number, round: number | string, count: numb
 
 // ---------------------------------------------------------------------------
 // Measuring
-
-/**
- * One round: `concurrency` workers, worker w owning pods w, w+c, w+2c …, each
- * looping ADD → DEL. A failed ADD is still followed by a DEL (to clean up) but
- * the pod counts as neither sample nor throughput.
- */
-async function runRound(
-  side: Side,
-  concurrency: number,
-  pods: Pod[],
-  into: Samples,
-): Promise<void> {
-  const workers = Math.min(concurrency, pods.length);
-  const cpu0 = processCpuMs(measuredPids);
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: workers }, async (_, w) => {
-      for (let i = w; i < pods.length && !bench.stopping; i += workers) {
-        const pod = pods[i]!;
-        const add = await bench.timed(`${side.label} ADD`, () => side.add(pod));
-        if (add !== undefined) into.add.push(add);
-        const del = await bench.timed(`${side.label} DEL`, () => side.del(pod));
-        if (del !== undefined) into.del.push(del);
-        if (add !== undefined && del !== undefined) into.pods++;
-      }
-    }),
-  );
-  into.wallMs += performance.now() - t0;
-  into.cpuMs += processCpuMs(measuredPids) - cpu0;
-}
 
 /**
  * The bench process and the driver: their CPU, with everything they exec'd, is
@@ -177,10 +142,6 @@ function printTable(rows: Row[]): void {
   say(
     " CPU ms/pod = user+system CPU of the bench and driver processes and all they exec'd, per pod)",
   );
-}
-
-function throughput(s: Samples): number {
-  return s.wallMs > 0 ? s.pods / (s.wallMs / 1000) : Number.NaN;
 }
 
 function printRatios(rows: Row[]): void {
@@ -248,7 +209,7 @@ async function main(): Promise<number> {
 
       for (const side of sides) {
         const pods = makePods(side, 0, "w", WARMUP_PODS);
-        await runRound(side, 1, pods, { add: [], del: [], pods: 0, wallMs: 0, cpuMs: 0 });
+        await bench.runRound(side, 1, pods, emptyRoundSamples(), measuredPids);
         bench.removeNetns(pods.map((p) => p.netns));
       }
 
@@ -256,15 +217,20 @@ async function main(): Promise<number> {
       for (const level of levels) {
         if (bench.stopping) break;
         const bySide = new Map<Side["label"], Samples>();
-        for (const side of sides)
-          bySide.set(side.label, { add: [], del: [], pods: 0, wallMs: 0, cpuMs: 0 });
+        for (const side of sides) bySide.set(side.label, emptyRoundSamples());
         for (let round = 0; round < level.rounds * 2 && !bench.stopping; round++) {
           // ABBA: d r r d d r …
           const side = sides[Math.floor((round + 1) / 2) % 2]!;
           const pods = makePods(side, level.concurrency, round, level.podsPerRound);
           try {
             await sleep(SETTLE_MS);
-            await runRound(side, level.concurrency, pods, bySide.get(side.label)!);
+            await bench.runRound(
+              side,
+              level.concurrency,
+              pods,
+              bySide.get(side.label)!,
+              measuredPids,
+            );
           } finally {
             bench.removeNetns(pods.map((p) => p.netns));
           }

@@ -1,31 +1,40 @@
 /**
- * bench/shim: what the shim binary costs a runtime. In one run, interleaved:
+ * bench/shim: what a runtime gets from exec'ing the shim, against what it gets
+ * from the reference plugin (Debian's ptp + host-local, exec'd as libcni does),
+ * every target a ratio from the same run:
  *
- *   shim       ADD then DEL by exec'ing dist/bin/cni-driver-shim exactly as a
- *              runtime does (CNI_* environment, the plugin's conflist entry on
- *              stdin, no NODE_EXTRA_CA_CERTS), against a real driver;
- *   direct     the same ADD and DEL through the same driver's socket, from this
- *              process with DriverClient, already connected;
- *   reference  Debian's ptp + host-local, exec'd as libcni does;
- *   VERSION    CNI_COMMAND=VERSION of the shim, and of host-local for scale.
+ *   ADD p50 at concurrency 1      shim ≤ 0.7 × reference
+ *   pods/s at concurrency 110     shim ≥ 2 × reference (pods set up and torn down)
+ *   VERSION p50                   shim ≤ 1.5 × host-local's
+ *   peak RSS per exec             shim ≤ reference (ru_maxrss, through GNU time)
+ *   the binary                    ≤ 2 MB, statically linked (no interpreter, no DT_NEEDED)
  *
- * The shim's overhead is shim minus direct, paired per iteration (the two run
- * back to back against the same driver, so driver and kernel noise mostly
- * cancels). Targets: overhead p50 ≤ 40 ms for ADD and for DEL; shim VERSION
- * p50 ≤ 50 ms.
+ * Phases, in one run against one real driver:
  *
- * Every pod gets a fresh netns, made before the clock starts, and lives 100 ms
- * (untimed) between its ADD and its DEL on every side. Run as root:
- * `npm run bench:shim` (optionally `-- --iterations 20`, or `-- --shim PATH` to
- * measure another build). Everything it makes (driver root, namespaces, veths,
- * leases) carries a random tag and is removed at the end, also on failure or
- * Ctrl-C.
+ *   c=1     iterations of ADD → 100 ms → DEL by three sides in rotating order:
+ *           shim (dist/bin/cni-driver-shim exec'd exactly as a runtime execs a
+ *           plugin), direct (the same request on the driver's socket from this
+ *           process: shim − direct is what the exec costs), reference; then
+ *           VERSION of the shim and of host-local
+ *   c=110   110 workers looping ADD → DEL over their own pods, shim, direct and
+ *           reference rounds in ABBA order, never at the same time
+ *   RSS     a few execs of each side's ADD, DEL and VERSION under GNU time (untimed)
+ *   binary  size, and its ELF headers
+ *
+ * Every pod gets a fresh netns, made before the clock starts. Run as root:
+ * `npm run bench:shim` (`-- --iterations 20`; `-- --shim PATH` measures another
+ * build, which must exist; by default dist/bin/cni-driver-shim, built first when
+ * it is missing or older than its sources). Everything it makes (driver root,
+ * namespaces, veths, leases) carries a random tag and is removed at the end,
+ * also on failure or Ctrl-C.
  */
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseCniArgs } from "../src/cni/args.js";
 import { API_VERSION, type PodRequest } from "../src/wire/types.js";
 import { type DriverHarness, sleep } from "../test/support/driver-harness.js";
+import { elfLinkage } from "../test/support/elf.js";
+import { REFERENCE_PLUGIN_DIR } from "../test/support/requirements.js";
 import { ensureShimBuilt, SHIM_TYPE } from "../test/support/runtimes.js";
 import {
   BenchRun,
@@ -33,6 +42,7 @@ import {
   CNI_VERSION,
   cniArgs,
   cniEnv,
+  emptyRoundSamples,
   execWithStdin,
   expectExit0,
   expectResult,
@@ -40,35 +50,45 @@ import {
   HOST_LOCAL,
   option,
   type Pod,
+  PTP,
+  peakRssKiB,
   percentile,
   printColumns,
+  type RoundSamples,
   runtimeBaseEnv,
+  type Session,
   say,
   socketSide,
+  throughput,
 } from "./common.js";
 
 const DEFAULT_ITERATIONS = 40;
 const WARMUP_ITERATIONS = 5;
-/** Pause after making an iteration's namespaces, so the kernel's work on them is not timed. */
+/** c=110: rounds per side (ABBA: shim, reference, reference, shim, …) and pods per round. */
+const HIGH_CONCURRENCY = 110;
+const HIGH_ROUNDS_PER_SIDE = 2;
+const HIGH_PODS_PER_ROUND = 220;
+/** Execs per side and verb measured for peak RSS. */
+const RSS_RUNS = 5;
+/** Pause after making namespaces, so the kernel's work on them is not timed. */
 const SETTLE_MS = 100;
 /**
- * Untimed pause between a pod's ADD and its DEL, the same on every side. How long
- * the kernel takes to delete a veth depends on how long ago it was made (its
- * IPv6 set-up and RCU work are still under way right after ADD): without the
- * pause the direct side, whose DEL follows its ADD at once, is timed against a
- * different kernel state than the execs, whose DEL comes a process start later.
+ * Untimed pause between a pod's ADD and its DEL at c=1, the same on every side:
+ * how long the kernel takes to delete a veth depends on how long ago it was made.
  */
 const POD_LIFETIME_MS = 100;
+/** The shim waits this long for the driver: far more than a loaded 2-core machine needs. */
+const SHIM_TIMEOUT_SECONDS = 120;
 
 const TARGETS = {
-  /** Shim minus direct, p50 of the per-iteration differences, for ADD and for DEL. */
-  overheadP50Ms: 40,
-  versionP50Ms: 50,
+  addP50AtC1: 0.7,
+  throughputAtC110: 2.0,
+  versionP50: 1.5,
+  peakRss: 1.0,
+  binaryBytes: 2_000_000,
 };
 
 type Side = BenchSide<"shim" | "direct" | "reference">;
-
-type SampleKey = `${Side["label"]} ${"ADD" | "DEL"}` | "shim VERSION" | "host-local VERSION";
 
 const bench = new BenchRun({
   name: "bench/shim",
@@ -76,11 +96,11 @@ const bench = new BenchRun({
   driverOctet: 245,
   referenceOctet: 246,
   tempPrefix: "cni-driver-bench-shim-",
-  inFlight: "the call",
+  inFlight: "the calls",
 });
 
 // ---------------------------------------------------------------------------
-// The three sides
+// The sides
 
 /** The shim's conflist entry, as libcni hands it over: name and cniVersion injected. */
 function shimConfig(h: DriverHarness): string {
@@ -90,6 +110,7 @@ function shimConfig(h: DriverHarness): string {
     type: SHIM_TYPE,
     socket: h.socket,
     stateDir: h.stateDir,
+    timeoutSeconds: SHIM_TIMEOUT_SECONDS,
   });
 }
 
@@ -103,20 +124,20 @@ function shimSide(shim: string, h: DriverHarness): Side {
       expectResult(
         "shim ADD",
         p,
-        await execWithStdin(shim, cniEnv(base, "ADD", p, "/opt/cni/bin"), config),
+        await execWithStdin(shim, cniEnv(base, "ADD", p, REFERENCE_PLUGIN_DIR), config),
       );
     },
     async del(p) {
       expectExit0(
         "shim DEL",
         p,
-        await execWithStdin(shim, cniEnv(base, "DEL", p, "/opt/cni/bin"), config),
+        await execWithStdin(shim, cniEnv(base, "DEL", p, REFERENCE_PLUGIN_DIR), config),
       );
     },
   };
 }
 
-/** The request the shim would send for this pod (shim.ts podRequest), so the driver does the same work. */
+/** The request the shim sends for this pod, so the driver does the same work. */
 function directSide(h: DriverHarness): Side {
   const stdin = Buffer.from(shimConfig(h));
   const request = (p: Pod): PodRequest => ({
@@ -143,98 +164,167 @@ async function version(file: string): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------
-// Measuring
+// c=1
 
-class Samples {
-  private readonly byKey = new Map<SampleKey, number[]>();
-
-  add(key: SampleKey, ms: number): void {
-    const list = this.byKey.get(key) ?? [];
-    list.push(ms);
-    this.byKey.set(key, list);
-  }
-
-  get(key: SampleKey): number[] {
-    return this.byKey.get(key) ?? [];
-  }
+interface LowSamples {
+  byKey: Map<string, number[]>;
+  overheadAdd: number[];
+  overheadDel: number[];
 }
 
+function push(into: LowSamples, key: string, ms: number): void {
+  into.byKey.set(key, [...(into.byKey.get(key) ?? []), ms]);
+}
+
+const get = (s: LowSamples, key: string): number[] => s.byKey.get(key) ?? [];
+
 /**
- * One iteration: a fresh netns per side, then each side's ADD → pause → DEL in an order
- * that rotates with the iteration (so no side always runs first, or always right
- * after another), then the two VERSIONs. The shim and direct samples of an
- * iteration form a pair; a pair with a failed call is dropped from the overhead.
+ * One iteration: a fresh netns per side, each side's ADD → pause → DEL in an
+ * order that rotates with the iteration, then the two VERSIONs. The shim and
+ * direct calls of an iteration form a pair for the overhead.
  */
-async function runIteration(
+async function lowIteration(
   sides: readonly Side[],
   shim: string,
   iteration: number | string,
-  rotate: number,
-  into: Samples,
-  pairs: { add: number[]; del: number[] },
+  into: LowSamples,
 ): Promise<void> {
   const pods = sides.map((s) => bench.pod(`${s.letter}${iteration}`));
   bench.addNetns(pods);
   try {
     await sleep(SETTLE_MS);
-    const took = new Map<string, number | undefined>();
+    const took = new Map<string, number>();
+    const rotate = typeof iteration === "number" ? iteration : 0;
     for (let k = 0; k < sides.length && !bench.stopping; k++) {
       const i = (k + rotate) % sides.length;
       const side = sides[i]!;
-      const pod = pods[i]!;
-      const add = await bench.timed(`${side.label} ADD`, () => side.add(pod));
+      const add = await bench.timed(`${side.label} ADD`, () => side.add(pods[i]!));
       await sleep(POD_LIFETIME_MS);
-      // A failed ADD is still followed by a DEL, to clean up; neither is a sample.
-      const del = await bench.timed(`${side.label} DEL`, () => side.del(pod));
-      if (add !== undefined && del !== undefined) {
-        into.add(`${side.label} ADD`, add);
-        into.add(`${side.label} DEL`, del);
-        took.set(`${side.label} ADD`, add);
-        took.set(`${side.label} DEL`, del);
-      }
+      const del = await bench.timed(`${side.label} DEL`, () => side.del(pods[i]!));
+      if (add === undefined || del === undefined) continue;
+      push(into, `${side.label} ADD`, add);
+      push(into, `${side.label} DEL`, del);
+      took.set(`${side.label} ADD`, add);
+      took.set(`${side.label} DEL`, del);
     }
-    const pair = (verb: "ADD" | "DEL") => {
-      const s = took.get(`shim ${verb}`);
-      const d = took.get(`direct ${verb}`);
-      return s !== undefined && d !== undefined ? s - d : undefined;
-    };
-    const addDiff = pair("ADD");
-    const delDiff = pair("DEL");
-    if (addDiff !== undefined && delDiff !== undefined) {
-      pairs.add.push(addDiff);
-      pairs.del.push(delDiff);
+    const sa = took.get("shim ADD");
+    const da = took.get("direct ADD");
+    const sd = took.get("shim DEL");
+    const dd = took.get("direct DEL");
+    if (sa !== undefined && da !== undefined && sd !== undefined && dd !== undefined) {
+      into.overheadAdd.push(sa - da);
+      into.overheadDel.push(sd - dd);
     }
     if (bench.stopping) return;
     const sv = await bench.timed("shim VERSION", () => version(shim));
-    if (sv !== undefined) into.add("shim VERSION", sv);
+    if (sv !== undefined) push(into, "shim VERSION", sv);
     const hv = await bench.timed("host-local VERSION", () => version(HOST_LOCAL));
-    if (hv !== undefined) into.add("host-local VERSION", hv);
+    if (hv !== undefined) push(into, "host-local VERSION", hv);
   } finally {
     bench.removeNetns(pods.map((p) => p.netns));
   }
 }
 
 // ---------------------------------------------------------------------------
+// c=110
+
+/**
+ * CPU is that of the bench and the driver, with everything they exec'd and
+ * reaped (the shims, ptp and its host-local).
+ */
+async function highRounds(
+  sides: readonly Side[],
+  cpuPids: readonly number[],
+): Promise<Map<string, RoundSamples>> {
+  const out = new Map<string, RoundSamples>(sides.map((s) => [s.label, emptyRoundSamples()]));
+  // ABBA: each side runs first as often as last, so drift hits both alike.
+  const order: Side[] = [];
+  for (let r = 0; r < HIGH_ROUNDS_PER_SIDE; r++) {
+    order.push(...(r % 2 === 0 ? sides : [...sides].reverse()));
+  }
+  for (const [round, side] of order.entries()) {
+    if (bench.stopping) break;
+    const pods = Array.from({ length: HIGH_PODS_PER_ROUND }, (_, i) =>
+      bench.pod(`${side.letter}h${round}-${i}`),
+    );
+    bench.addNetns(pods);
+    try {
+      await sleep(SETTLE_MS * 2);
+      await bench.runRound(side, HIGH_CONCURRENCY, pods, out.get(side.label)!, cpuPids);
+    } finally {
+      bench.removeNetns(pods.map((p) => p.netns));
+    }
+    process.stderr.write(`  c=${HIGH_CONCURRENCY} round ${round + 1}/${order.length} done\n`);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Peak RSS
+
+interface RssSamples {
+  [what: string]: number[];
+}
+
+/** RSS_RUNS pods per side, each ADD and DEL exec'd under GNU time; then VERSION of each. */
+function measureRss(shim: string, s: Session): { rss: RssSamples; why?: string } {
+  const rss: RssSamples = {};
+  const base = runtimeBaseEnv();
+  const shimConf = shimConfig(s.harness);
+  const refConf = s.reference.config();
+  const add = (what: string, r: { kib?: number; why?: string }) => {
+    if (r.kib === undefined) throw new Error(`${what}: ${r.why}`);
+    rss[what] = [...(rss[what] ?? []), r.kib];
+  };
+  try {
+    for (let i = 0; i < RSS_RUNS && !bench.stopping; i++) {
+      const pods = [bench.pod(`sm${i}`), bench.pod(`rm${i}`)];
+      bench.addNetns(pods);
+      try {
+        const [sp, rp] = pods as [Pod, Pod];
+        const env = (cmd: "ADD" | "DEL", p: Pod) => cniEnv(base, cmd, p, REFERENCE_PLUGIN_DIR);
+        add("shim ADD", peakRssKiB(shim, env("ADD", sp), shimConf));
+        add("shim DEL", peakRssKiB(shim, env("DEL", sp), shimConf));
+        add("reference ADD (ptp)", peakRssKiB(PTP, env("ADD", rp), refConf));
+        add("reference DEL (ptp)", peakRssKiB(PTP, env("DEL", rp), refConf));
+        const v = { ...base, CNI_COMMAND: "VERSION" };
+        add("shim VERSION", peakRssKiB(shim, v, ""));
+        add("host-local VERSION", peakRssKiB(HOST_LOCAL, v, ""));
+      } finally {
+        bench.removeNetns(pods.map((p) => p.netns));
+      }
+    }
+    return { rss };
+  } catch (err) {
+    return { rss, why: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Report
 
-function printTable(rows: Array<[string, readonly number[]]>): void {
-  const header = ["what", "n", "p50", "p90", "p99"];
-  const lines = rows.map(([what, s]) => [
-    what,
-    String(s.length),
-    fmt(percentile(s, 50)),
-    fmt(percentile(s, 90)),
-    fmt(percentile(s, 99)),
-  ]);
-  printColumns(header, lines);
-}
+const verdicts: boolean[] = [];
 
-function verdict(what: string, value: number, target: number): void {
-  const pass = Number.isFinite(value) && value <= target;
+function verdict(what: string, shown: string, target: string, pass: boolean): void {
+  verdicts.push(pass);
   say(
-    `${what.padEnd(34)} ${fmt(value).padStart(6)} ms   target ≤ ${target} ms   ${pass ? "PASS" : "MISS"}`,
+    `${what.padEnd(30)} ${shown.padStart(12)}   target ${target.padEnd(22)} ${pass ? "PASS" : "FAIL"}`,
   );
 }
+
+function ratio(
+  what: string,
+  shim: number,
+  reference: number,
+  target: number,
+  atMost: boolean,
+): void {
+  const x = shim / reference;
+  const ok = Number.isFinite(x) && (atMost ? x <= target : x >= target);
+  verdict(what, `${fmt(x, 2)}×`, `${atMost ? "≤" : "≥"} ${target.toFixed(2)}×`, ok);
+}
+
+const max = (s: readonly number[]): number => (s.length ? Math.max(...s) : Number.NaN);
 
 // ---------------------------------------------------------------------------
 
@@ -246,7 +336,7 @@ function parseIterations(argv: string[]): number {
   return n;
 }
 
-/** `--shim PATH` measures another build (an older one, say); by default dist/bin's, rebuilt when stale. */
+/** `--shim PATH` measures another build; by default dist/bin's, rebuilt when stale. */
 function shimPath(argv: string[]): string {
   const arg = option(argv, "--shim");
   if (arg === undefined) return ensureShimBuilt();
@@ -260,45 +350,128 @@ async function main(): Promise<number> {
   const shim = shimPath(process.argv.slice(2));
   return bench.session(async (s) => {
     const { harness, reference } = s;
-    const sides: readonly Side[] = [shimSide(shim, harness), directSide(harness), reference.side()];
+    const shimS = shimSide(shim, harness);
+    const refS = reference.side();
     const st = statSync(shim);
+    const linkage = elfLinkage(shim);
+    const isStatic = linkage.interpreter === undefined && linkage.needed.length === 0;
     bench.printHeader(
       s,
-      `${WARMUP_ITERATIONS} warm-up iterations, then ${iterations}, each: ADD, ${POD_LIFETIME_MS} ms, DEL by shim, direct and reference (order rotating), then VERSION of shim and host-local`,
+      `c=1: ${WARMUP_ITERATIONS} warm-up iterations, then ${iterations}, each ADD, ${POD_LIFETIME_MS} ms, DEL by shim, direct and reference (order rotating), then VERSION of shim and host-local; c=${HIGH_CONCURRENCY}: ${HIGH_ROUNDS_PER_SIDE}×${HIGH_PODS_PER_ROUND} pods per side (shim, direct, reference), ABBA; peak RSS: ${RSS_RUNS} execs per side and verb under GNU time`,
       [
-        `shim: ${shim} (${Math.round(st.size / 2 ** 20)} MB, built ${st.mtime.toISOString()}), exec'd without NODE_EXTRA_CA_CERTS${process.env.NODE_EXTRA_CA_CERTS ? " (set in this shell, removed for every exec)" : ""}`,
+        `shim: ${shim} (${st.size} bytes, ${isStatic ? "static" : `dynamic: ${linkage.interpreter ?? ""} ${linkage.needed.join(" ")}`.trim()}, built ${st.mtime.toISOString()})`,
       ],
     );
 
-    const warmup = new Samples();
-    const warmPairs = { add: [] as number[], del: [] as number[] };
+    const direct = directSide(harness);
+    const lowSides: readonly Side[] = [shimS, direct, refS];
+    const warm: LowSamples = { byKey: new Map(), overheadAdd: [], overheadDel: [] };
     for (let i = 0; i < WARMUP_ITERATIONS && !bench.stopping; i++) {
-      await runIteration(sides, shim, `w${i}`, i, warmup, warmPairs);
+      await lowIteration(lowSides, shim, `w${i}`, warm);
     }
-    const samples = new Samples();
-    const pairs = { add: [] as number[], del: [] as number[] };
+    const low: LowSamples = { byKey: new Map(), overheadAdd: [], overheadDel: [] };
     for (let i = 0; i < iterations && !bench.stopping; i++) {
-      await runIteration(sides, shim, i, i, samples, pairs);
+      await lowIteration(lowSides, shim, i, low);
     }
+    process.stderr.write("  c=1 done\n");
+    const high = await highRounds([shimS, direct, refS], [process.pid, harness.pid ?? 0]);
+    const { rss, why: rssWhy } = bench.stopping ? { rss: {}, why: "stopped" } : measureRss(shim, s);
 
     bench.printStopped();
-    printTable([
-      ["shim ADD", samples.get("shim ADD")],
-      ["direct ADD", samples.get("direct ADD")],
-      ["reference ADD (ptp)", samples.get("reference ADD")],
-      ["shim DEL", samples.get("shim DEL")],
-      ["direct DEL", samples.get("direct DEL")],
-      ["reference DEL (ptp)", samples.get("reference DEL")],
-      ["overhead ADD (shim − direct)", pairs.add],
-      ["overhead DEL (shim − direct)", pairs.del],
-      ["shim VERSION", samples.get("shim VERSION")],
-      ["host-local VERSION", samples.get("host-local VERSION")],
-    ]);
-    say("(ms per call, exec to exit for the execs; overhead: per-iteration differences)");
+    say("c=1 (ms per call: exec to exit for the execs; overhead: shim − direct per iteration)");
+    const rows: Array<[string, readonly number[]]> = [
+      ["shim ADD", get(low, "shim ADD")],
+      ["direct ADD", get(low, "direct ADD")],
+      ["reference ADD (ptp)", get(low, "reference ADD")],
+      ["shim DEL", get(low, "shim DEL")],
+      ["direct DEL", get(low, "direct DEL")],
+      ["reference DEL (ptp)", get(low, "reference DEL")],
+      ["overhead ADD (shim − direct)", low.overheadAdd],
+      ["overhead DEL (shim − direct)", low.overheadDel],
+      ["shim VERSION", get(low, "shim VERSION")],
+      ["host-local VERSION", get(low, "host-local VERSION")],
+    ];
+    printColumns(
+      ["what", "n", "p50", "p90", "p99"],
+      rows.map(([what, v]) => [
+        what,
+        String(v.length),
+        fmt(percentile(v, 50)),
+        fmt(percentile(v, 90)),
+        fmt(percentile(v, 99)),
+      ]),
+    );
     say();
-    verdict("shim overhead ADD p50", percentile(pairs.add, 50), TARGETS.overheadP50Ms);
-    verdict("shim overhead DEL p50", percentile(pairs.del, 50), TARGETS.overheadP50Ms);
-    verdict("shim VERSION p50", percentile(samples.get("shim VERSION"), 50), TARGETS.versionP50Ms);
+    say(
+      `c=${HIGH_CONCURRENCY} (pods/s: pods set up and torn down per second of wall time; CPU: bench, driver and all they exec'd, per pod)`,
+    );
+    printColumns(
+      ["side", "pods", "pods/s", "ADD p50", "p90", "DEL p50", "p90", "CPU ms/pod"],
+      [...high.entries()].map(([label, r]) => [
+        label,
+        String(r.pods),
+        fmt(throughput(r)),
+        fmt(percentile(r.add, 50)),
+        fmt(percentile(r.add, 90)),
+        fmt(percentile(r.del, 50)),
+        fmt(percentile(r.del, 90)),
+        fmt(r.pods > 0 ? r.cpuMs / r.pods : Number.NaN),
+      ]),
+    );
+    say();
+    say(
+      `peak RSS per exec (KiB, ru_maxrss through GNU time)${rssWhy ? `: not measured: ${rssWhy}` : ""}`,
+    );
+    printColumns(
+      ["what", "n", "p50", "max"],
+      Object.entries(rss).map(([what, v]) => [
+        what,
+        String(v.length),
+        fmt(percentile(v, 50), 0),
+        fmt(max(v), 0),
+      ]),
+    );
+    say();
+
+    say("comparison (shim / reference, from this run)");
+    const shimHigh = high.get("shim");
+    const refHigh = high.get("reference");
+    ratio(
+      "ADD p50 @ c=1",
+      percentile(get(low, "shim ADD"), 50),
+      percentile(get(low, "reference ADD"), 50),
+      TARGETS.addP50AtC1,
+      true,
+    );
+    ratio(
+      `pods/s @ c=${HIGH_CONCURRENCY}`,
+      shimHigh ? throughput(shimHigh) : Number.NaN,
+      refHigh ? throughput(refHigh) : Number.NaN,
+      TARGETS.throughputAtC110,
+      false,
+    );
+    ratio(
+      "VERSION p50 (vs host-local)",
+      percentile(get(low, "shim VERSION"), 50),
+      percentile(get(low, "host-local VERSION"), 50),
+      TARGETS.versionP50,
+      true,
+    );
+    ratio(
+      "peak RSS per exec (max)",
+      max([...(rss["shim ADD"] ?? []), ...(rss["shim DEL"] ?? [])]),
+      max([...(rss["reference ADD (ptp)"] ?? []), ...(rss["reference DEL (ptp)"] ?? [])]),
+      TARGETS.peakRss,
+      true,
+    );
+    verdict(
+      "binary size",
+      `${st.size} B`,
+      `≤ ${TARGETS.binaryBytes} B`,
+      st.size <= TARGETS.binaryBytes,
+    );
+    verdict("statically linked", isStatic ? "yes" : "no", "no interpreter, no DT_NEEDED", isStatic);
+    say(`${verdicts.filter(Boolean).length} of ${verdicts.length} targets met`);
     say();
   });
 }
