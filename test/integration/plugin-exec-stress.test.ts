@@ -37,17 +37,12 @@ const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
 const CALLS = 200;
 const IN_FLIGHT = 50;
-/** Every call of a burst must have settled by then; the slowest kind ends at ~0.6 s. */
-const BURST_BOUND_MS = 20_000;
 /**
- * How long past its deadline a killed call may take to settle: two timers in a
- * row (the deadline, then the grace) on an event loop this burst keeps busy,
- * seen up to ~4.3 s (node spawn) with the CPUs overcommitted four times. Far
- * below the 30 s the escaped process holds the output for.
+ * How long a burst, and then its descriptors and processes, get before the
+ * test gives up on them: a guard against a hang, not a measure (the slowest
+ * kind ends at ~0.6 s on an idle machine; bench/ measures how fast).
  */
-const LATE_MS = 6_000;
-/** How long descriptors and processes get to go once the burst has settled. */
-const SETTLE_MS = 3_000;
+const HANG_GUARD_MS = 240_000;
 /** execPlugin's bound on what a plugin may print. */
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 /** Well past a pipe's 64 KiB buffer: the writer blocks until the plugin reads, or exits. */
@@ -110,10 +105,15 @@ function failureOf(outcome: BurstOutcome, code: number, message: string): Failed
   return outcome;
 }
 
-function tookBetween(outcome: BurstOutcome, min: number, max: number): void {
+/**
+ * The call did not end before `min`: a deadline, a grace or an abort was not cut
+ * short. A loaded machine only ends calls later, so this holds on any machine; how
+ * much later is for bench/, not for a test.
+ */
+function notBefore(outcome: BurstOutcome, min: number): void {
   // Date.now() against the timer that fired: a few ms of rounding either way.
-  if (outcome.ms < min - 10 || outcome.ms > max) {
-    throw new Error(`took ${outcome.ms} ms, expected ${min} to ${max} ms`);
+  if (outcome.ms < min - 10) {
+    throw new Error(`took ${outcome.ms} ms, expected at least ${min} ms`);
   }
 }
 
@@ -211,9 +211,9 @@ exit 1`,
     killGraceMs: 200,
     script: `${RECORD}\nsleep 30 &\nwait`,
     check: (o, call) => {
-      const { timeoutMs, graceMs } = timeoutLimits(call);
+      const { timeoutMs } = timeoutLimits(call);
       failureOf(o, 11, `timeout: ADD timed out after ${timeoutMs} ms; plugin killed`);
-      tookBetween(o, timeoutMs, timeoutMs + graceMs + LATE_MS);
+      notBefore(o, timeoutMs);
     },
   },
   {
@@ -227,23 +227,25 @@ exit 1`,
       const { timeoutMs, graceMs } = timeoutLimits(call);
       failureOf(o, 11, `stubborn: ADD timed out after ${timeoutMs} ms; plugin killed`);
       // Recorded: the trap was set before the SIGTERM came, so the SIGKILL ended it.
-      tookBetween(o, recorded ? timeoutMs + graceMs : timeoutMs, timeoutMs + graceMs + LATE_MS);
+      notBefore(o, recorded ? timeoutMs + graceMs : timeoutMs);
     },
   },
   {
     // Exits itself once a process that left its session holds its stdout and
-    // stderr open: the call must still end at its deadline.
+    // stderr open: the call must still end at its deadline. The escaped process
+    // holds them for an hour (the after hook kills it), so a call that waited
+    // for them to close would never settle.
     name: "escaper",
     weight: 1,
     timeoutMs: 300,
     killGraceMs: 200,
     script: `${RECORD}
-${ESCAPED} setsid sh -c 'echo $$ > "$ESC_DIR/$CNI_CONTAINERID"; exec sleep 30' &
+${ESCAPED} setsid sh -c 'echo $$ > "$ESC_DIR/$CNI_CONTAINERID"; exec sleep 3600' &
 while [ ! -s "$ESC_DIR/$CNI_CONTAINERID" ]; do sleep 0.01; done`,
     check: (o, call) => {
-      const { timeoutMs, graceMs } = timeoutLimits(call);
+      const { timeoutMs } = timeoutLimits(call);
       failureOf(o, 11, `escaper: ADD timed out after ${timeoutMs} ms; plugin killed`);
-      tookBetween(o, timeoutMs, timeoutMs + graceMs + LATE_MS);
+      notBefore(o, timeoutMs);
     },
   },
   {
@@ -256,7 +258,7 @@ while [ ! -s "$ESC_DIR/$CNI_CONTAINERID" ]; do sleep 0.01; done`,
     check: (o, call) => {
       failureOf(o, 11, "aborted: ADD canceled; plugin killed");
       const abortAfterMs = call.abortAfterMs ?? 0;
-      tookBetween(o, abortAfterMs, abortAfterMs + timeoutLimits(call).graceMs + LATE_MS);
+      notBefore(o, abortAfterMs);
     },
   },
 ];
@@ -318,7 +320,7 @@ function planBurst(
         netns: "/var/run/netns/stress",
         ifName: "eth0",
         stdin: JSON.stringify(config),
-        timeoutMs: kind.timeoutMs ?? BURST_BOUND_MS,
+        timeoutMs: kind.timeoutMs ?? HANG_GUARD_MS,
         killGraceMs: kind.killGraceMs ?? 200,
         baseEnv,
       },
@@ -489,7 +491,8 @@ process.stdout.write("settled\\n");
 
 for (const backend of ["native", "node"] as const)
   describe(`plugin-exec under a burst of every way a run ends (${backend} spawn)`, function () {
-    this.timeout(40_000);
+    // Each step below is guarded by HANG_GUARD_MS; this only bounds the sum.
+    this.timeout(4 * HANG_GUARD_MS);
 
     let root: string | undefined;
     let dirs: Dirs;
@@ -521,7 +524,7 @@ for (const backend of ["native", "node"] as const)
       // signal pipe, the spawn threads) is not a leak.
       const warmUp = planBurst(KINDS, KINDS.length, "warm", dirs, markValue);
       const warm = startBurst(warmUp, KINDS.length);
-      expect(await settlesWithin(warm.done, BURST_BOUND_MS), "warm-up settled").to.equal(true);
+      expect(await settlesWithin(warm.done, HANG_GUARD_MS), "warm-up settled").to.equal(true);
       expectNone(mismatches(warmUp, warm.outcomes, dirs.pids), "warm-up calls that ended wrongly");
 
       const childrenBefore = childrenOfThisProcess();
@@ -530,12 +533,12 @@ for (const backend of ["native", "node"] as const)
       const calls = planBurst(KINDS, CALLS, "call", dirs, markValue);
       expect(new Set(calls.map((c) => c.kind.name))).to.have.lengthOf(KINDS.length);
       const burst = startBurst(calls, IN_FLIGHT);
-      await settlesWithin(burst.done, BURST_BOUND_MS);
+      await settlesWithin(burst.done, HANG_GUARD_MS);
 
       const unsettled = calls.flatMap((c, i) =>
         burst.outcomes[i] === undefined ? [`${c.id} (${c.kind.name})`] : [],
       );
-      expectNone(unsettled, `calls still running after ${BURST_BOUND_MS} ms`);
+      expectNone(unsettled, `calls still running after ${HANG_GUARD_MS} ms`);
       expect(burst.maxInFlight).to.equal(IN_FLIGHT);
       expectNone(mismatches(calls, burst.outcomes, dirs.pids), "calls that ended wrongly");
 
@@ -546,14 +549,14 @@ for (const backend of ["native", "node"] as const)
         "a stubborn plugin that trapped SIGTERM",
       ).to.equal(true);
 
-      const fdsAfter = await settle(openFds, (n) => n <= fdsBefore, SETTLE_MS);
+      const fdsAfter = await settle(openFds, (n) => n <= fdsBefore, HANG_GUARD_MS);
       expect(fdsAfter, "open descriptors after the burst").to.be.at.most(fdsBefore);
 
       const pluginPids = recordedPids(dirs.pids);
       const left = await settle(
         () => leftovers(mark, pluginPids, childrenBefore),
         (l) => l.length === 0,
-        SETTLE_MS,
+        HANG_GUARD_MS,
       );
       expectNone(left, "processes left by the burst");
     });
@@ -592,24 +595,23 @@ for (const backend of ["native", "node"] as const)
         child = started;
         let stdout = "";
         let stderr = "";
-        let settledAt = 0;
+        let settled = false;
         started.stdout?.on("data", (b: Buffer) => {
           stdout += b.toString();
-          if (settledAt === 0 && stdout.includes("settled\n")) settledAt = Date.now();
+          if (stdout.includes("settled\n")) settled = true;
         });
         started.stderr?.on("data", (b: Buffer) => {
           stderr += b.toString();
         });
-        const exited = new Promise<{ code: number | null; at: number }>((resolve) => {
-          started.on("close", (code) => resolve({ code, at: Date.now() }));
+        const exited = new Promise<{ code: number | null }>((resolve) => {
+          started.on("close", (code) => resolve({ code }));
         });
 
-        const exitedInTime = await settlesWithin(exited, BURST_BOUND_MS + 10_000);
-        expect(settledAt, `the child's burst settled; stderr: ${stderr}`).to.be.above(0);
+        const exitedInTime = await settlesWithin(exited, HANG_GUARD_MS);
+        expect(settled, `the child's burst settled; stderr: ${stderr}`).to.equal(true);
         expect(exitedInTime, "the child exited by itself").to.equal(true);
-        const { code, at } = await exited;
+        const { code } = await exited;
         expect(code, `child exit code; stderr: ${stderr}`).to.equal(0);
-        expect(at - settledAt, "ms from the burst's end to the child's exit").to.be.below(5_000);
 
         const outcomes = JSON.parse(readFileSync(resultFile, "utf8")) as BurstOutcome[];
         expect(outcomes).to.have.lengthOf(calls.length);
@@ -617,7 +619,7 @@ for (const backend of ["native", "node"] as const)
         const left = await settle(
           () => leftovers(mark, recordedPids(dirs.pids), childrenBefore),
           (l) => l.length === 0,
-          SETTLE_MS,
+          HANG_GUARD_MS,
         );
         expectNone(left, "processes left by the child's burst");
       });

@@ -56,6 +56,9 @@ async function isAlive(pid: number): Promise<boolean> {
   }
 }
 
+/** How long killed processes get to go before a test gives up: a guard against a hang, not a measure. */
+const GONE_GUARD_MS = 30_000;
+
 async function waitGone(pids: number[], withinMs: number): Promise<boolean> {
   const until = Date.now() + withinMs;
   for (;;) {
@@ -109,7 +112,7 @@ function runNode(
 
 for (const backend of ["native", "node"] as const)
   describe(`plugin-exec (${backend} spawn)`, function () {
-    this.timeout(20_000);
+    this.timeout(60_000);
 
     let root: string;
     let binDir: string;
@@ -484,7 +487,6 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
 
       it("kills a plugin that overruns its timeout, with its children, and says so (code 11)", async () => {
         const pidFile = join(pidDir, "sleeper");
-        const started = Date.now();
         const err = await execError(
           request("sleeper", {
             command: "DEL",
@@ -492,13 +494,11 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
             baseEnv: { ...process.env, PID_FILE: pidFile },
           }),
         );
-        const took = Date.now() - started;
-        expect(took).to.be.within(250, 3_000);
         expect(err.code).to.equal(11);
         expect(err.message).to.equal("sleeper: DEL timed out after 300 ms; plugin killed");
         const pids = await pidsOf(pidFile);
         expect(pids).to.have.length(2);
-        expect(await waitGone(pids, 2_000)).to.equal(true);
+        expect(await waitGone(pids, GONE_GUARD_MS)).to.equal(true);
       });
 
       it("SIGKILLs a plugin that ignores SIGTERM once the grace has passed", async () => {
@@ -511,10 +511,10 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
             baseEnv: { ...process.env, PID_FILE: pidFile },
           }),
         );
-        const took = Date.now() - started;
         expect(err.code).to.equal(11);
-        expect(took).to.be.within(550, 3_000);
-        expect(await waitGone(await pidsOf(pidFile), 2_000)).to.equal(true);
+        // Not before the deadline and the grace: the SIGTERM did not end it, the SIGKILL did.
+        expect(Date.now() - started).to.be.at.least(550);
+        expect(await waitGone(await pidsOf(pidFile), GONE_GUARD_MS)).to.equal(true);
       });
 
       it("kills the plugin when the caller aborts", async () => {
@@ -529,17 +529,17 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
         );
         expect(err.code).to.equal(11);
         expect(err.message).to.equal("sleeper: ADD canceled; plugin killed");
-        expect(await waitGone(await pidsOf(pidFile), 2_000)).to.equal(true);
+        expect(await waitGone(await pidsOf(pidFile), GONE_GUARD_MS)).to.equal(true);
       });
 
       it("returns at the deadline when a process that left the group holds stdout open", async () => {
         const pidFile = join(pidDir, "escaped");
+        // It holds stdout for an hour (killed below): a call that waited for it would not return.
         await fakePlugin(
           "escaper",
-          `setsid sh -c 'echo $$ > "$PID_FILE"; exec sleep 30' &\nwhile [ ! -s "$PID_FILE" ]; do sleep 0.01; done`,
+          `setsid sh -c 'echo $$ > "$PID_FILE"; exec sleep 3600' &\nwhile [ ! -s "$PID_FILE" ]; do sleep 0.01; done`,
         );
         try {
-          const started = Date.now();
           const err = await execError(
             request("escaper", {
               timeoutMs: 300,
@@ -548,7 +548,7 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
             }),
           );
           expect(err.code).to.equal(11);
-          expect(Date.now() - started).to.be.within(450, 3_000);
+          expect(err.message).to.equal("escaper: ADD timed out after 300 ms; plugin killed");
         } finally {
           const [escaped] = await pidsOf(pidFile).catch(() => []);
           if (escaped) process.kill(escaped, "SIGKILL");
@@ -557,11 +557,10 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
 
       it("kills a plugin that floods its output and says so (code 999)", async () => {
         await fakePlugin("flood", "exec yes");
-        const started = Date.now();
-        const err = await execError(request("flood", { timeoutMs: 15_000 }));
+        // Code 999, not the timeout's 11: the bound on output stopped it.
+        const err = await execError(request("flood", { timeoutMs: 60_000 }));
         expect(err.code).to.equal(999);
         expect(err.message).to.equal("flood: ADD wrote more than 16777216 bytes of output");
-        expect(Date.now() - started).to.be.below(10_000);
       });
 
       it("does not start the plugin when the signal is already aborted", async () => {
@@ -626,16 +625,19 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
       it("retries the exec while the binary is open for writing, then succeeds", async () => {
         const path = await fakePlugin("being-installed", `echo '{"cniVersion":"1.0.0"}'`);
         const writer = await open(path, "r+");
+        let writerClosed = false;
         const closed = new Promise<void>((resolve) => {
           setTimeout(() => {
-            void writer.close().then(resolve);
+            void writer.close().then(() => {
+              writerClosed = true;
+              resolve();
+            });
           }, 1_500);
         });
         try {
-          const started = Date.now();
           const out = await execPlugin(request("being-installed", { timeoutMs: 10_000 }));
           expect(out).to.deep.equal({ cniVersion: "1.0.0" });
-          expect(Date.now() - started).to.be.within(1_400, 4_000);
+          expect(writerClosed, "the exec succeeded only once the writer had closed").to.equal(true);
         } finally {
           await closed;
         }
@@ -648,7 +650,8 @@ printf '{"pid":%s,"pgrp":%s,"sid":%s,"ign":"%s","blk":"%s"}' $$ $3 $4 \
           const started = Date.now();
           const err = await execError(request("stuck-install", { timeoutMs: 1_500 }));
           expect(err.code).to.equal(11);
-          expect(Date.now() - started).to.be.within(1_400, 3_000);
+          // Not before its timeout: it kept retrying until then.
+          expect(Date.now() - started).to.be.at.least(1_400);
         } finally {
           await writer.close();
         }
