@@ -315,8 +315,9 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
 
   it("the simulator answering 500s and timing out for a while: it converges afterwards, every object created once", async () => {
     populate();
-    sim.injectFault({ method: "POST", path: "/bridges*", status: 500, forMs: 800 });
-    sim.injectFault({ method: "POST", path: "/chains/*/rules", hang: true, forMs: 800 });
+    // Counted, not timed: a window of time could close before a loaded machine started the controller.
+    sim.injectFault({ method: "POST", path: "/bridges*", status: 500, times: 3 });
+    sim.injectFault({ method: "POST", path: "/chains/*/rules", hang: true, times: 2 });
     sim.injectFault({ method: "GET", path: "/hosts", status: 503, times: 2 });
     const c = await start("a", {
       midonet: {

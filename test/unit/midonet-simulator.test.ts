@@ -991,13 +991,16 @@ describe("MidoNet API simulator", () => {
       expect(sim.snapshot().bridges).to.have.length(1);
     });
 
-    it("a fault with forMs lasts that long; a glob path matches nested paths; remove() ends one", async () => {
+    it("a fault with forMs holds within its window and ends after it; a glob path matches nested paths; remove() ends one", async () => {
       const b = await bridge();
-      sim.injectFault({ path: "/bridges/*", forMs: 80 });
+      // A window no test outlasts, then one already over: what a loaded machine does in between does not matter.
+      const hour = sim.injectFault({ path: "/bridges/*", forMs: 3_600_000 });
       expectError(await get(`/bridges/${b}`), 500);
       expectError(await get(`/bridges/${b}/ports`), 500);
       expect((await get("/bridges")).status).to.equal(200);
-      await new Promise((r) => setTimeout(r, 120));
+      hour.remove();
+      sim.injectFault({ path: "/bridges/*", forMs: 10 });
+      await new Promise((r) => setTimeout(r, 20));
       expect((await get(`/bridges/${b}`)).status).to.equal(200);
       const forever = sim.injectFault({ path: /^\/routers/ });
       expectError(await get("/routers"), 500);
