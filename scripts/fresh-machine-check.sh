@@ -9,11 +9,12 @@
 #
 # The root is cached as a tarball under $FRESH_ROOT_CACHE (default
 # /var/cache/cni-driver-fresh-root; rebuilt after 30 days), with the .debs apt
-# fetched inside it. The mirror is the one this machine's apt uses. What it takes
-# from this machine besides Node is only how to reach the network: the DNS
-# resolver, and the CA files and proxies npm and Node are told of (npm's
-# registry, cafile, proxy settings; NODE_EXTRA_CA_CERTS), so a registry behind a
-# TLS proxy is reached as here. Nothing of npm's other settings (no nodedir).
+# fetched inside it. The mirror is the one this machine's apt uses, or
+# $FRESH_ROOT_MIRROR. What it takes from this machine besides Node is only how
+# to reach the network: the DNS resolver, and the CA files and proxies npm and
+# Node are told of (npm's registry, cafile, proxy settings; NODE_EXTRA_CA_CERTS),
+# so a registry behind a TLS proxy is reached as here. Nothing of npm's other
+# settings (no nodedir).
 #
 # Needs root. When the mirror cannot be reached (or root is missing) it says so
 # and exits 0, or 1 when CI=true. Everything it mounts stays inside its own mount
@@ -62,11 +63,16 @@ debian_mirror() {
       sed -E 's/^[[:space:]]*deb[[:space:]]+(\[[^]]*\][[:space:]]+)?//' | awk '{print $1}'
   } | grep -E '^https?://.*/debian/?$' | head -1
 }
-mirror=$(debian_mirror || true) # a missing .list file is no error
+mirror_from='$FRESH_ROOT_MIRROR'
+mirror=${FRESH_ROOT_MIRROR:-}
+if [ -z "$mirror" ]; then
+  mirror_from=/etc/apt/sources.list*
+  mirror=$(debian_mirror || true) # a missing .list file is no error
+fi
 mirror=${mirror:-http://deb.debian.org/debian}
 mirror=${mirror%/}
 if ! wget -q -T 20 -t 2 -O /dev/null "$mirror/dists/$SUITE/InRelease"; then
-  cannot_check "debootstrap cannot reach the Debian mirror $mirror (from /etc/apt/sources.list*)"
+  cannot_check "debootstrap cannot reach the Debian mirror $mirror (from $mirror_from)"
 fi
 
 mkdir -p "$CACHE_DIR/apt-archives"
