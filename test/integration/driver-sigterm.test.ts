@@ -82,21 +82,21 @@ describe("cni-driver serve: SIGTERM (integration)", function () {
     expect(h.cacheFiles(), "the answered ADD's cache entry").to.have.length(1);
   });
 
-  it("past --drain-timeout, kills the plugin still running and exits 0 within the drain and the kill grace", async () => {
+  it("past --drain-timeout, kills the plugin still running and exits 0", async () => {
     h = harness(1);
     await h.writeDefaultConfig();
     await h.start();
     sleepOn("add", 40); // shorter than --plugin-timeout (60 s): only the drain can end it
     createNetns(h.netnsName(1));
-    const t0 = Date.now();
     const add = h.client.setUpPod(h.podRequest(1), { timeoutMs: 20_000 });
     await sleep(400);
+    // The plugin sleeps 40 s: an exit 0 before the harness's SIGKILL (30 s), with the
+    // ADD answered "canceled; plugin killed", means the drain killed it.
     const code = await h.stop();
-    const took = Date.now() - t0;
     expect(code, "exit code").to.equal(0);
-    expect(took, "ms from the ADD to the exit").to.be.below(8_000);
     const answer = await add;
     expect(answer.error?.code, JSON.stringify(answer.error)).to.equal(11);
+    expect(answer.error?.msg).to.match(/canceled; plugin killed/);
     expect(h.cacheFiles(), "no cache entry for the canceled ADD").to.deep.equal([]);
 
     // What the canceled ADD had set up goes at the next start (or with the runtime's DEL).
@@ -128,7 +128,7 @@ describe("cni-driver serve: SIGTERM (integration)", function () {
     expect(h.leases()).to.deep.equal([]);
   });
 
-  it("exits 0 at once while the API server holds its connections and never answers", async () => {
+  it("exits 0 while the API server holds its connections and never answers", async () => {
     // A TCP server that accepts and then says nothing: every list, watch and patch hangs.
     const held: Socket[] = [];
     const blackhole = createServer((socket) => {
@@ -155,10 +155,9 @@ describe("cni-driver serve: SIGTERM (integration)", function () {
       // A pod the driver will try to annotate: one more request the server holds.
       expectNoCniError(await h.client.setUpPod(h.podRequest(3)));
       await until(() => held.length > 0, "the driver to connect to the API server");
-      const t0 = Date.now();
+      // Exits by itself, before the harness's SIGKILL (30 s); how soon is for bench/.
       const code = await h.stop();
       expect(code, "exit code").to.equal(0);
-      expect(Date.now() - t0, "ms from SIGTERM to the exit").to.be.below(8_000);
     } finally {
       for (const socket of held) socket.destroy();
       await new Promise((resolve) => blackhole.close(resolve));

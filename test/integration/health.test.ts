@@ -203,10 +203,9 @@ describe("driver/health (integration)", () => {
     });
     const pending = request(health.address, "/livez").catch((err: NodeJS.ErrnoException) => err);
     await new Promise((r) => setTimeout(r, 50));
-    const t0 = Date.now();
+    // The check never answers: a close() that waited for it would never return.
     await health.close();
     health = undefined;
-    expect(Date.now() - t0).to.be.below(1000);
     expect(((await pending) as NodeJS.ErrnoException).code).to.equal("ECONNRESET");
   });
 

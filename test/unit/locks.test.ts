@@ -286,7 +286,8 @@ describe("AttachmentLocks", () => {
       const call = locks.run("a", () => gate.promise);
       const started = Date.now();
       expect(await locks.drain(50)).to.equal(false);
-      expect(Date.now() - started).to.be.within(40, 1_000);
+      // Not before its timeout; how much after depends on the machine's load.
+      expect(Date.now() - started).to.be.at.least(40);
       expect(locks.inFlight).to.equal(1);
       gate.resolve();
       await call;
