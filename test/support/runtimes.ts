@@ -328,7 +328,7 @@ function mountsUnder(dir: string): string[] {
 }
 
 /** Unmounts whatever is still mounted under `dir` (lazily), then removes `dir`. */
-function removeRoot(dir: string): void {
+export function removeRoot(dir: string): void {
   for (const m of mountsUnder(dir)) runCommand("umount", ["-l", m], { timeoutMs: 10_000 });
   rmSync(dir, { recursive: true, force: true });
 }
@@ -404,11 +404,24 @@ interface PodmanNetworkSettings {
  * /var/lib/cni/results (one file per attachment, removed on DEL), runc's state
  * dir /run/runc, and the image copy's blob-info cache under /var/lib/containers/cache.
  */
+export interface PodmanOptions {
+  /** The CNI conf dir podman reads (default: `<root>/net.d`). */
+  confDir?: string;
+  /** The CNI plugin dir podman execs from (default: `<root>/bin`). */
+  binDir?: string;
+  /** A command every podman call runs under, e.g. nsenter into a node's mount namespace. */
+  wrap?: string[];
+  /** The storage driver (default vfs). */
+  storageDriver?: "vfs" | "overlay";
+  /** Read-only image stores to take images from (same storage driver), e.g. the host's own. */
+  additionalImageStores?: string[];
+}
+
 export class Podman {
   readonly tag = uniqueTag();
   readonly root = mkdtempSync(join(tmpdir(), "cdt-podman-"));
-  readonly confDir = join(this.root, "net.d");
-  readonly binDir = join(this.root, "bin");
+  readonly confDir: string;
+  readonly binDir: string;
   readonly containersConf = join(this.root, "containers.conf");
   readonly storageConf = join(this.root, "storage.conf");
   readonly registriesConf = join(this.root, "registries.conf");
@@ -417,7 +430,12 @@ export class Podman {
   private readonly created = new Map<string, { sandboxKey: string }>();
   private readonly env: NodeJS.ProcessEnv;
 
-  constructor() {
+  private readonly wrap: string[];
+
+  constructor(options: PodmanOptions = {}) {
+    this.confDir = options.confDir ?? join(this.root, "net.d");
+    this.binDir = options.binDir ?? join(this.root, "bin");
+    this.wrap = options.wrap ?? [];
     const state = join(this.root, "state");
     for (const d of [this.confDir, this.binDir, state]) mkdirSync(d, { recursive: true });
     const toml = (s: string) => JSON.stringify(s);
@@ -451,9 +469,15 @@ export class Podman {
       [
         "[storage]",
         // vfs: no overlay mounts to leak, and the image is 2 MB.
-        'driver = "vfs"',
+        `driver = ${toml(options.storageDriver ?? "vfs")}`,
         `graphroot = ${toml(join(this.root, "storage"))}`,
         `runroot = ${toml(join(this.root, "storage-run"))}`,
+        ...(options.additionalImageStores?.length
+          ? [
+              "[storage.options]",
+              `additionalimagestores = [${options.additionalImageStores.map(toml).join(", ")}]`,
+            ]
+          : []),
         "",
       ].join("\n"),
     );
@@ -484,7 +508,8 @@ export class Podman {
 
   /** `podman <args>` with the private configuration; bounded. */
   run(args: string[], timeoutMs = 60_000): CommandResult {
-    return runCommand("podman", args, { env: this.env, timeoutMs });
+    const [command = "podman", ...wrapArgs] = [...this.wrap, "podman"];
+    return runCommand(command, [...wrapArgs, ...args], { env: this.env, timeoutMs });
   }
 
   /** `podman <args>`, its stdout trimmed; throws with podman's stderr when it fails. */
@@ -606,7 +631,7 @@ function listDir(dir: string): string[] {
  * ancestor (upper and work dirs under `scratch`) makes room for it there without
  * creating anything on the host.
  */
-function bindOverScript(target: string, source: string, scratch: string): string {
+export function bindOverScript(target: string, source: string, scratch: string): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   return [
     `t=${q(target)}; a="$t"`,
