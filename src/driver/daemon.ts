@@ -22,6 +22,7 @@ import { BridgeGatewayPruner } from "./bridge-gateways.js";
 import { flockAddon } from "./builtin/host-local/file-lock.js";
 import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "./builtin/host-local/plugin.js";
 import { BridgeCache, createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
+import { ClusterNetwork } from "./cluster-network/reconciler.js";
 import { ConfigSource } from "./config-source.js";
 import { ChainExecutor } from "./executor.js";
 import { HOST_CONFLIST_NAME, installHostConflist, type ShimTarget } from "./host-install.js";
@@ -96,7 +97,7 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
   {
     name: "node-link-resync",
     default: "60",
-    help: "seconds between re-applications of the midonet datapath's node link (0 disables, else at least 1)",
+    help: "seconds between re-applications of the midonet datapath's node link and the kernel datapath's routes to other nodes and masquerade (0 disables, else at least 1)",
   },
   {
     name: "deletion-queue-rescan",
@@ -350,6 +351,16 @@ export async function startDriver(
     metrics,
   });
   config.on("reload", (cfg) => nodeLink.apply(cfg));
+  // The kernel datapath across nodes: routes to every Node's pods, masquerade
+  // (cluster-network/). Follows every load and every Node change.
+  const clusterNetwork = new ClusterNetwork({
+    logger,
+    api: kube?.api.catch(() => undefined),
+    nodeName: kubeSettings?.nodeName,
+    localPodCidrs: () => opts.podCidrs,
+    resyncMs: opts.nodeLinkResyncMs ?? 60_000,
+  });
+  config.on("reload", (cfg) => clusterNetwork.apply(cfg));
   config.on("error", (e) => {
     metrics.configReloaded(false);
     logger.error(
@@ -405,6 +416,7 @@ export async function startDriver(
   });
 
   await kube?.start();
+  clusterNetwork.start();
   // Before serving: a DEL right after a restart must know which sandbox set its pod's annotation.
   await kube?.seedAnnotationOwners(cache);
   await config.start();
@@ -492,6 +504,7 @@ export async function startDriver(
       clearTimeout(timer);
       await health.close();
       nodeLink.stop();
+      await clusterNetwork.stop();
       await kube?.stop();
       await config.close();
     },

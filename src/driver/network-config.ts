@@ -20,6 +20,10 @@ import { CniError, ErrorCode } from "../cni/errors.js";
 import { utf8Bytes, utf8Text } from "../cni/go-json.js";
 import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../cni/ip.js";
 import { RangeConfigError, type RangeSet, rangeSetsOf } from "./builtin/host-local/ranges.js";
+import {
+  ClusterNetworkSettingsError,
+  readClusterNetworkSettings,
+} from "./cluster-network/settings.js";
 import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
 import {
   madeByDriver,
@@ -226,6 +230,14 @@ function parseSettings(bytes: Uint8Array | undefined): DriverSettings {
   }
   for (const key of ["clusterCidr", "serviceCidr"]) checkRouteCidr(value, key);
   for (const key of ["nodeInterface", "nodePeerInterface"]) checkInterfaceName(value, key);
+  // The kernel datapath's cross-node keys (crossNode, vxlan, masquerade, nonMasqueradeCidrs).
+  try {
+    readClusterNetworkSettings(value);
+  } catch (err) {
+    if (err instanceof ClusterNetworkSettingsError)
+      throw invalid(`${DRIVER_SETTINGS_KEY}: ${err.message}`);
+    throw err;
+  }
   return value as DriverSettings;
 }
 

@@ -35,10 +35,11 @@ import {
 import { showLink } from "../plumbing/pod-interface.js";
 import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
 import type { KubeApi } from "./kube/api.js";
-import { type BackoffPolicy, backoffDelay } from "./kube/backoff.js";
+import type { BackoffPolicy } from "./kube/backoff.js";
 import { NodeMacAnnotation } from "./kube/node-annotation.js";
 import type { AnnotationWriteOutcome } from "./kube/pod-annotations.js";
 import type { DriverConfig } from "./network-config.js";
+import { SerialLoop } from "./serial-loop.js";
 
 export interface NodeLinkPlan extends Required<Pick<NodeLinkSpec, "nodeIf" | "peerIf">> {
   /** The network whose pod CIDR the node IP comes from. */
@@ -175,13 +176,7 @@ export class NodeConnectivity {
   private readonly log: pino.Logger;
   private readonly plans = new WeakMap<DriverConfig, { plan?: NodeLinkPlan; error?: string }>();
   private wanted: DriverConfig | undefined;
-  private running = false;
-  private again = false;
-  private attempt = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private resyncTimer: NodeJS.Timeout | undefined;
-  /** The next run re-applies what is in place rather than a newly loaded config. */
-  private resyncNext = false;
+  private readonly loop: SerialLoop;
   private lastError: string | undefined;
   /** The plan last applied successfully. */
   private applied: NodeLinkPlan | undefined;
@@ -192,6 +187,11 @@ export class NodeConnectivity {
 
   constructor(private readonly o: NodeConnectivityOptions) {
     this.log = o.logger.child({ component: "node-connectivity" });
+    this.loop = new SerialLoop({
+      run: (resync) => this.run(resync),
+      resyncMs: o.resyncMs,
+      retryBackoff: o.retryBackoff ?? { baseMs: 500, maxMs: 30_000 },
+    });
     this.annotation = new NodeMacAnnotation({
       logger: this.log,
       api: o.api,
@@ -209,14 +209,8 @@ export class NodeConnectivity {
   apply(cfg: DriverConfig): void {
     if (this.closed) return;
     this.wanted = cfg;
-    this.attempt = 0;
-    this.resyncNext = false;
     this.annotation.retryGivenUp();
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    clearTimeout(this.resyncTimer);
-    this.resyncTimer = undefined;
-    this.kick();
+    this.loop.restart();
   }
 
   /** Why the driver cannot serve ADD on the node link's account, for `cfg` (the current config). */
@@ -233,10 +227,7 @@ export class NodeConnectivity {
   stop(): void {
     this.closed = true;
     this.annotation.stop();
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    clearTimeout(this.resyncTimer);
-    this.resyncTimer = undefined;
+    this.loop.stop();
   }
 
   private planOf(cfg: DriverConfig): { plan?: NodeLinkPlan; error?: string } {
@@ -252,44 +243,9 @@ export class NodeConnectivity {
     return p;
   }
 
-  private kick(): void {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    void this.run().finally(() => {
-      this.running = false;
-      if (this.again && !this.closed) {
-        this.again = false;
-        this.kick();
-      }
-    });
-  }
-
-  /**
-   * The next re-application, `resyncMs` after a successful one ends (so runs
-   * never overlap, and each is bounded by the plumbing's own exec timeouts).
-   * A failure's retry timer takes its place until a run works again.
-   */
-  private scheduleResync(): void {
-    const ms = this.o.resyncMs ?? 0;
-    if (ms <= 0 || this.closed) return;
-    clearTimeout(this.resyncTimer);
-    this.resyncTimer = setTimeout(() => {
-      this.resyncTimer = undefined;
-      // A load or a retry under way re-applies anyway, and schedules the next resync.
-      if (this.closed || this.running || this.timer) return;
-      this.resyncNext = true;
-      this.kick();
-    }, ms);
-    this.resyncTimer.unref();
-  }
-
-  private async run(): Promise<void> {
+  /** One application; `resync`: re-applies what is in place rather than a newly loaded config. */
+  private async run(resync: boolean): Promise<void> {
     const cfg = this.wanted;
-    const resync = this.resyncNext;
-    this.resyncNext = false;
     if (!cfg || this.closed) return;
     const { plan, error } = this.planOf(cfg);
     if (error) {
@@ -335,7 +291,6 @@ export class NodeConnectivity {
       const changed = JSON.stringify(plan) !== JSON.stringify(previous) || mac !== this.mac;
       this.applied = plan;
       this.lastError = undefined;
-      this.attempt = 0;
       this.mac = mac;
       this.o.metrics?.nodeLinkApplied(resync && changes.length > 0 ? "repaired" : "ok");
       const details = {
@@ -360,7 +315,7 @@ export class NodeConnectivity {
         await this.removeLink(previous, plan);
       }
       this.annotation.set(mac);
-      this.scheduleResync();
+      this.loop.succeeded();
     } catch (err) {
       this.fail(err instanceof Error ? err.message : String(err), plan);
     }
@@ -388,20 +343,11 @@ export class NodeConnectivity {
     this.failures++;
     this.lastError = reason;
     this.o.metrics?.nodeLinkApplied("failed");
-    const delay = backoffDelay(
-      this.o.retryBackoff ?? { baseMs: 500, maxMs: 30_000 },
-      this.attempt++,
-    );
+    const delay = this.loop.failed();
     this.log.error(
       { nodeIf: plan?.nodeIf, failures: this.failures, retryInMs: delay, err: reason },
       "setting up the node link failed; the driver is not ready",
     );
-    if (this.closed) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.kick();
-    }, delay);
-    this.timer.unref();
   }
 }
 

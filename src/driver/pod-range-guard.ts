@@ -15,6 +15,7 @@ import { cidrContains, cidrNetwork, formatCidr, type ParsedCidr, parseCidr } fro
 import { bridgeMac } from "../plumbing/mac.js";
 import type { InterfaceAddress } from "../plumbing/node-addresses.js";
 import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../plumbing/node-link.js";
+import { VXLAN_DEVICE } from "./cluster-network/settings.js";
 
 /** One address on one of the node's interfaces, as the driver's namespace shows it. */
 export type NodeAddress = InterfaceAddress;
@@ -48,12 +49,16 @@ export function madeByDriver(a: NodeAddress, nodeLinkNames: readonly string[]): 
   return nodeLinkNames.includes(a.ifName);
 }
 
-/** The node link's names under driver.json's settings, and the defaults. */
+/**
+ * The node link's names under driver.json's settings, and the defaults; and
+ * the VXLAN device, whose address is the pod range's network address.
+ */
 export function nodeLinkNames(settings: {
   nodeInterface?: unknown;
   nodePeerInterface?: unknown;
 }): string[] {
   return [
+    VXLAN_DEVICE,
     NODE_INTERFACE,
     NODE_PEER_INTERFACE,
     settings.nodeInterface,

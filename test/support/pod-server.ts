@@ -11,6 +11,14 @@ export const CONTAINER_PORT = 8080;
 export async function startPodServer(netns: string, reply: string): Promise<ChildProcess> {
   const script = `require("node:net").createServer((s) => s.end(${JSON.stringify(reply)}))
     .listen(${CONTAINER_PORT}, "0.0.0.0", () => console.log("listening"));`;
+  return startNetnsScript(netns, script);
+}
+
+/**
+ * A Node script inside the netns (`ip netns exec`); resolves once it prints
+ * "listening", rejects when it exits first or has not within 10 s.
+ */
+export async function startNetnsScript(netns: string, script: string): Promise<ChildProcess> {
   const env = { ...process.env };
   delete env.NODE_EXTRA_CA_CERTS;
   delete env.NODE_OPTIONS;
@@ -28,9 +36,11 @@ export async function startPodServer(netns: string, reply: string): Promise<Chil
       child.stdout?.on("data", (b: Buffer) => {
         if (b.toString().includes("listening")) resolve();
       });
-      child.once("exit", (code) => reject(new Error(`pod server exited with ${code}: ${stderr}`)));
+      child.once("exit", (code) =>
+        reject(new Error(`script in ${netns} exited with ${code}: ${stderr}`)),
+      );
       timer = setTimeout(
-        () => reject(new Error(`pod server not listening after 10 s: ${stderr}`)),
+        () => reject(new Error(`script in ${netns} not listening after 10 s: ${stderr}`)),
         10_000,
       );
     });

@@ -1,6 +1,6 @@
 /**
  * The driver's whole use of the Kubernetes API, behind a small interface: follow
- * one object (its Node, its ConfigMap), merge-patch a pod's or its Node's annotations, create
+ * one object (its Node, its ConfigMap) or every Node, merge-patch a pod's or its Node's annotations, create
  * and patch Events. Nothing else in the driver touches `@kubernetes/client-node`.
  *
  * The client is imported here lazily, by `connectKubeApi`, and only when an API
@@ -92,6 +92,19 @@ export interface ObjectWatchHandlers {
   onSynced?(): void;
 }
 
+export interface CollectionWatchHandlers {
+  /**
+   * Every object of the collection as now known, after each (re)list and on
+   * every change; a re-list that changes nothing is silent. Never called
+   * before the first list succeeded, so an empty list means there are none.
+   */
+  onList(objs: readonly KubeObjectView[]): void;
+  /** The watch failed; it restarts by itself after a backoff. */
+  onError?(message: string): void;
+  /** The watch (re)listed successfully and is following changes. */
+  onSynced?(): void;
+}
+
 export interface ObjectWatch {
   /** A list succeeded and no error came since: what `onObject` last said is current. */
   readonly synced: boolean;
@@ -131,6 +144,8 @@ export interface KubeApi {
     ref: ObjectRef,
     handlers: ObjectWatchHandlers,
   ): ObjectWatch;
+  /** Follows every Node (a ListWatch on /api/v1/nodes). */
+  watchNodes(handlers: CollectionWatchHandlers): ObjectWatch;
   /** JSON merge patch of metadata.annotations: a string sets a key, null removes it. */
   /**
    * With `uid`, the patch carries it as a precondition (as kubelet's pod status
@@ -240,6 +255,28 @@ class ClientNodeApi implements KubeApi {
       handlers,
       backoff: this.opts.watchBackoff ?? DEFAULT_WATCH_BACKOFF,
     });
+    return this.track(w);
+  }
+
+  watchNodes(handlers: CollectionWatchHandlers): ObjectWatch {
+    const w = new CollectionWatch(
+      {
+        start: () =>
+          new this.k8s.ListWatch<KubernetesObject>(
+            "/api/v1/nodes",
+            new this.k8s.Watch(this.kc),
+            () => this.core.listNode({}, this.callOptions()),
+            false,
+          ),
+        backoff: this.opts.watchBackoff ?? DEFAULT_WATCH_BACKOFF,
+      },
+      handlers,
+    );
+    return this.track(w);
+  }
+
+  /** Starts a watch and hands out its view; close() stops it. */
+  private track(w: SingleObjectWatch): ObjectWatch {
     this.watches.add(w);
     w.start();
     return {
@@ -323,6 +360,7 @@ interface ListWatchLike {
   on(verb: "add" | "update" | "delete", cb: (obj: KubernetesObject) => void): void;
   on(verb: "error", cb: (err: unknown) => void): void;
   get(name: string, namespace?: string): KubernetesObject | undefined;
+  list(): readonly KubernetesObject[];
 }
 
 /** A list and watch that has not got going by then is given up and restarted. */
@@ -388,8 +426,11 @@ class SingleObjectWatch {
     let failed = false;
     const lw = this.o.start();
     this.current = lw;
+    // Whether this round's list is complete: a fresh ListWatch fills its cache
+    // one "add" at a time while listing.
+    let listed = false;
     const report = () => {
-      if (round === this.round) this.report(lw.get(this.o.ref.name, this.o.ref.namespace));
+      if (round === this.round) this.deliver(lw, listed);
     };
     lw.on("add", report);
     lw.on("update", report);
@@ -414,6 +455,7 @@ class SingleObjectWatch {
     }
     if (round !== this.round || failed) return;
     clearTimeout(this.syncTimer);
+    listed = true;
     this.isSynced = true;
     this.error = undefined;
     this.attempt = 0;
@@ -459,11 +501,46 @@ class SingleObjectWatch {
     this.syncTimer = undefined;
   }
 
-  private report(obj: KubernetesObject | undefined): void {
+  /** Hands the handlers what the ListWatch now knows (the one object followed). */
+  protected deliver(lw: ListWatchLike, _listed: boolean): void {
+    const obj = lw.get(this.o.ref.name, this.o.ref.namespace);
     const seen = obj ? (obj.metadata?.resourceVersion ?? "") : null;
     if (seen === this.lastSeen && seen !== "") return;
     this.lastSeen = seen;
     this.o.handlers.onObject(obj as KubeObjectView | undefined);
+  }
+}
+
+/**
+ * Every object of a collection, through the same restarts: the handlers get
+ * the whole list on each change and after each (re)list, never a partial one.
+ */
+class CollectionWatch extends SingleObjectWatch {
+  private lastVersions: string | undefined;
+
+  constructor(
+    o: Omit<ConstructorParameters<typeof SingleObjectWatch>[0], "handlers" | "ref">,
+    private readonly listHandlers: CollectionWatchHandlers,
+  ) {
+    super({
+      ...o,
+      ref: { name: "" },
+      handlers: {
+        onObject: () => {},
+        onError: listHandlers.onError,
+        onSynced: listHandlers.onSynced,
+      },
+    });
+  }
+
+  protected override deliver(lw: ListWatchLike, listed: boolean): void {
+    // A partial list would read as Nodes deleted.
+    if (!listed) return;
+    const all = lw.list();
+    const versions = all.map((o) => `${o.metadata?.name}@${o.metadata?.resourceVersion}`).join(",");
+    if (versions === this.lastVersions) return;
+    this.lastVersions = versions;
+    this.listHandlers.onList(all as readonly KubeObjectView[]);
   }
 }
 

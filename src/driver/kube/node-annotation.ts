@@ -1,6 +1,7 @@
 /**
  * The Node's `midonet.org/mac-address` annotation, kept to the MAC of the node
- * link (node-connectivity.ts): set once the link is in place, removed when the
+ * link (node-connectivity.ts) — or another annotation kept to another link's
+ * MAC (the VXLAN device's `midonet.org/vtep-mac`, cluster-network/): set once the link is in place, removed when the
  * link goes — only when this process set it, or when the Node holds the
  * removed link's MAC (an earlier process's). Off the CNI path; each change is
  * retried with backoff on conflicts and outages a bounded number of times,
@@ -36,6 +37,10 @@ export interface NodeMacAnnotationOptions {
   /** After giving up, a set() or remove() of the same target tries again once this has passed (default 60 s). */
   retryGivenUpAfterMs?: number;
   metrics?: { nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void };
+  /** The annotation kept (default `midonet.org/mac-address`, the node link's). */
+  annotation?: string;
+  /** What carries the MAC, for the log (default "the node link"). */
+  linkDescription?: string;
 }
 
 export class NodeMacAnnotation {
@@ -50,7 +55,11 @@ export class NodeMacAnnotation {
   /** The MAC this process set on the Node and saw land (undefined: none, or removed since). */
   private annotated: string | undefined;
 
-  constructor(private readonly o: NodeMacAnnotationOptions) {}
+  private readonly key: string;
+
+  constructor(private readonly o: NodeMacAnnotationOptions) {
+    this.key = o.annotation ?? MAC_ADDRESS_ANNOTATION;
+  }
 
   /** The Node should carry `mac`. */
   set(mac: string): void {
@@ -73,6 +82,14 @@ export class NodeMacAnnotation {
   remove(mac: string): void {
     this.target = { remove: mac };
     this.kick();
+  }
+
+  /**
+   * The Node no longer carries what this process set (it was deleted and
+   * registered again): the next set() writes it again.
+   */
+  forgetWritten(): void {
+    this.annotated = undefined;
   }
 
   /** A new config: a write given up on may be tried again. */
@@ -119,25 +136,28 @@ export class NodeMacAnnotation {
       }
       try {
         if ("set" in t) {
-          await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: t.set });
+          await api.patchNodeAnnotations(nodeName, { [this.key]: t.set });
           this.annotated = t.set;
           this.o.logger.info(
-            { node: nodeName, mac: t.set },
-            "node annotated with the node link's MAC",
+            { node: nodeName, annotation: this.key, mac: t.set },
+            `node annotated with ${this.o.linkDescription ?? "the node link"}'s MAC`,
           );
         } else if (
           // Set by us in this process, or the removed link's MAC set by an earlier one.
           this.annotated === undefined &&
-          (await api.readNodeAnnotations(nodeName))[MAC_ADDRESS_ANNOTATION] !== t.remove
+          (await api.readNodeAnnotations(nodeName))[this.key] !== t.remove
         ) {
           this.removed = t;
           this.o.logger.debug({ node: nodeName }, "the Node's annotation is not ours; left alone");
           continue;
         } else {
-          await api.patchNodeAnnotations(nodeName, { [MAC_ADDRESS_ANNOTATION]: null });
+          await api.patchNodeAnnotations(nodeName, { [this.key]: null });
           this.annotated = undefined;
           this.removed = t;
-          this.o.logger.info({ node: nodeName }, "node annotation removed with the node link");
+          this.o.logger.info(
+            { node: nodeName, annotation: this.key },
+            `node annotation removed with ${this.o.linkDescription ?? "the node link"}`,
+          );
         }
         this.o.metrics?.nodeAnnotationWritten("ok");
       } catch (err) {

@@ -1,0 +1,373 @@
+/**
+ * The kernel datapath as a cluster network, end to end: three nodes (network
+ * namespaces on one underlay bridge), each running its own `cni-driver serve`
+ * against the fake API server, real pods on each, and real ping and TCP
+ * between them — over host-gw routes, over VXLAN, and out to an "outside"
+ * namespace through the masquerade. Nodes are added, changed and deleted
+ * through the API while the drivers run, and while one is stopped.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect } from "chai";
+import { VTEP_MAC_ANNOTATION } from "../../src/driver/cluster-network/nodes.js";
+import { ROUTE_PROTOCOL } from "../../src/driver/cluster-network/plan.js";
+import { VXLAN_DEVICE } from "../../src/driver/cluster-network/settings.js";
+import {
+  ClusterUnderlay,
+  inNs,
+  OUTSIDE_ADDRESS,
+  type TestNode,
+  UNDERLAY,
+} from "../support/cluster-nodes.js";
+import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
+import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
+import { createNetns, pingFrom } from "../support/netns.js";
+import { CONTAINER_PORT, startPodServer, stopPodServer } from "../support/pod-server.js";
+import { requireCommand, requireRoot } from "../support/requirements.js";
+import { until } from "../support/until.js";
+
+interface Member {
+  node: TestNode;
+  h: DriverHarness;
+  /** The address of the pod set up on it. */
+  pod: string;
+}
+
+function routes(
+  ns: string,
+  family: 4 | 6 = 4,
+): Array<{ dst: string; gateway?: string; dev?: string; flags?: string[] }> {
+  const r = inNs(ns, ["ip", "-j", `-${family}`, "route", "show", "proto", String(ROUTE_PROTOCOL)]);
+  return JSON.parse(r.stdout || "[]");
+}
+
+function routeTo(ns: string, dst: string) {
+  return routes(ns).find((r) => r.dst === dst);
+}
+
+function vxlanInfo(
+  ns: string,
+): { mac: string; vni: number; port: number; local: string } | undefined {
+  const r = inNs(ns, ["ip", "-j", "-d", "link", "show", VXLAN_DEVICE]);
+  if (r.status !== 0) return undefined;
+  const l = JSON.parse(r.stdout)[0];
+  const d = l.linkinfo.info_data;
+  return { mac: l.address, vni: d.id, port: d.port, local: d.local };
+}
+
+function fdb(ns: string): Array<{ mac: string; dst: string }> {
+  const r = inNs(ns, ["bridge", "-j", "fdb", "show", "dev", VXLAN_DEVICE]);
+  return (JSON.parse(r.stdout || "[]") as Array<{ mac: string; dst?: string }>)
+    .filter((e) => e.dst)
+    .map((e) => ({ mac: e.mac, dst: e.dst as string }));
+}
+
+function txPackets(ns: string, dev: string): number {
+  const r = inNs(ns, ["cat", `/sys/class/net/${dev}/statistics/tx_packets`]);
+  return Number(r.stdout.trim());
+}
+
+function nftTables(ns: string): string {
+  return inNs(ns, ["nft", "list", "tables"]).stdout;
+}
+
+describe("cluster network: routes between nodes, VXLAN, masquerade (three node namespaces)", function () {
+  this.timeout(120_000);
+  let root: string;
+  let ul: ClusterUnderlay;
+  let server: FakeKubeApiServer;
+  const members: Member[] = [];
+  let kubeconfig: string;
+  const clusterCidr = "10.244.0.0/16";
+
+  const nodeObject = (m: { node: TestNode; h: DriverHarness }, address = m.node.address) => ({
+    metadata: { name: m.node.name },
+    spec: { podCIDR: m.h.subnet, podCIDRs: [m.h.subnet] },
+    status: {
+      addresses: [
+        { type: "InternalIP", address },
+        { type: "Hostname", address: m.node.name },
+      ],
+    },
+  });
+
+  /** Writes driver.json (and the network) on every node: each driver reloads. */
+  async function configureAll(driverJson: Record<string, unknown>): Promise<void> {
+    for (const m of members) {
+      await m.h.writeConfig({
+        "pod-network.conflist": JSON.stringify(m.h.conflist()),
+        "driver.json": JSON.stringify(driverJson),
+      });
+    }
+  }
+
+  before(async function () {
+    requireRoot(this);
+    requireCommand(this, "nft", "nftables");
+    requireCommand(this, "bridge", "iproute2");
+    root = mkdtempSync(join(tmpdir(), "cni-driver-cluster-"));
+    ul = new ClusterUnderlay(root);
+    server = await startFakeKubeApiServer();
+    kubeconfig = await ul.exposeApi(Number(new URL(server.url).port), server.kubeconfig());
+    for (const [i, name] of ["node-a", "node-b", "node-c"].entries()) {
+      const node = ul.addNode(name, 11 + i);
+      const h = new DriverHarness({
+        subnetOctet: 161 + i,
+        netns: node.netns,
+        extraFlags: ["--kubeconfig", kubeconfig, "--node-name", name, "--node-link-resync", "1"],
+      });
+      members.push({ node, h, pod: "" });
+    }
+    await configureAll({ crossNode: "host-gw", clusterCidr });
+    for (const m of members) server.put("nodes", nodeObject(m));
+    for (const m of members) await m.h.start();
+    for (const m of members) {
+      createNetns(m.h.netnsName(1));
+      const res = await m.h.client.setUpPod(m.h.podRequest(1));
+      expectNoCniError(res);
+      m.pod = (res.result?.ips[0]?.address ?? "").split("/")[0] as string;
+    }
+  });
+
+  afterEach(function () {
+    if (this.currentTest?.state !== "failed") return;
+    for (const m of members) console.error(`--- ${m.node.name} log:\n${m.h.logs.slice(-3000)}`);
+  });
+
+  after(async () => {
+    for (const m of members) await m.h.cleanup();
+    await ul?.cleanup();
+    await server?.close();
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  const a = () => members[0] as Member;
+  const b = () => members[1] as Member;
+  const c = () => members[2] as Member;
+
+  it("host-gw: each node routes every other node's pod CIDR via its address, tagged with the driver's protocol; pods ping and talk TCP across nodes", async () => {
+    for (const m of members) {
+      for (const peer of members.filter((p) => p !== m)) {
+        const r = await until(
+          () => routeTo(m.node.netns, peer.h.subnet),
+          `${m.node.name}: route to ${peer.node.name}`,
+        );
+        expect(r.gateway).to.equal(peer.node.address);
+      }
+      // Its own pod CIDR is on its bridge, never routed by the driver.
+      expect(routeTo(m.node.netns, m.h.subnet)).to.equal(undefined);
+    }
+    expect(pingFrom(a().h.netnsName(1), b().pod)).to.equal(true);
+    expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(true);
+    expect(pingFrom(c().h.netnsName(1), a().pod)).to.equal(true);
+    const srv = await startPodServer(b().h.netnsName(1), "hello from b");
+    try {
+      expect(ul.tcpFrom(a().h.netnsName(1), b().pod, CONTAINER_PORT)).to.equal("hello from b");
+    } finally {
+      await stopPodServer(srv);
+    }
+  });
+
+  it("a Node deleted loses its routes on every other node at once; back at a new address, the routes follow it", async () => {
+    server.remove("nodes", undefined, c().node.name);
+    for (const m of [a(), b()])
+      await until(
+        () => !routeTo(m.node.netns, c().h.subnet),
+        `${m.node.name}: route to node-c removed`,
+      );
+    expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(false);
+    // node-c comes back with another address on the underlay.
+    const moved = `${UNDERLAY}.23`;
+    inNs(c().node.netns, ["ip", "addr", "add", `${moved}/24`, "dev", "eth0"]);
+    server.put("nodes", nodeObject(c(), moved));
+    for (const m of [a(), b()])
+      await until(
+        () => routeTo(m.node.netns, c().h.subnet)?.gateway === moved,
+        `${m.node.name}: route to node-c via ${moved}`,
+      );
+    // node-c kept its own routes while its Node was away.
+    expect(routeTo(c().node.netns, a().h.subnet)?.gateway).to.equal(a().node.address);
+    expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(true);
+    server.put("nodes", nodeObject(c()));
+    await until(
+      () => routeTo(a().node.netns, c().h.subnet)?.gateway === c().node.address,
+      "route back to node-c's first address",
+    );
+  });
+
+  it("at start, routes of Nodes deleted while the driver was away are removed; routes it did not make are left alone", async () => {
+    const ns = a().node.netns;
+    await a().h.stop();
+    server.remove("nodes", undefined, b().node.name);
+    // A Node the driver routed to once, deleted long ago; and two routes of the operator's.
+    inNs(ns, [
+      "ip",
+      "route",
+      "add",
+      "10.244.250.0/24",
+      "via",
+      `${UNDERLAY}.99`,
+      "proto",
+      String(ROUTE_PROTOCOL),
+    ]);
+    inNs(ns, ["ip", "route", "add", "10.251.0.0/24", "via", `${UNDERLAY}.98`, "proto", "static"]);
+    await a().h.start();
+    await until(
+      () => !routeTo(ns, b().h.subnet) && !routeTo(ns, "10.244.250.0/24"),
+      "stale routes removed at start",
+    );
+    expect(routeTo(ns, c().h.subnet)?.gateway).to.equal(c().node.address);
+    const all = JSON.parse(
+      inNs(ns, ["ip", "-j", "route", "show", "10.251.0.0/24"]).stdout,
+    ) as unknown[];
+    expect(all, "the operator's route").to.have.length(1);
+    // node-b's pod CIDR routed by someone else: the driver leaves that route be.
+    inNs(ns, ["ip", "route", "add", b().h.subnet, "via", `${UNDERLAY}.97`, "proto", "static"]);
+    server.put("nodes", nodeObject(b()));
+    await until(() => routeTo(b().node.netns, a().h.subnet), "node-b routes to node-a again");
+    await until(
+      () => a().h.logs.includes("is not the driver's: left alone"),
+      "the conflict logged",
+    );
+    const kept = JSON.parse(inNs(ns, ["ip", "-j", "route", "show", b().h.subnet]).stdout) as Array<{
+      gateway: string;
+    }>;
+    expect(kept.map((r) => r.gateway)).to.deep.equal([`${UNDERLAY}.97`]);
+    inNs(ns, ["ip", "route", "del", b().h.subnet, "proto", "static"]);
+    inNs(ns, ["ip", "route", "del", "10.251.0.0/24"]);
+    await until(
+      () => routeTo(ns, b().h.subnet)?.gateway === b().node.address,
+      "node-a routes to node-b once the way is free (resync)",
+    );
+  });
+
+  it("vxlan: midokube-vxlan with the configured VNI and port on every node, its MAC on the Node, routes, neighbours and forwarding entries per peer; pods talk across it", async () => {
+    await configureAll({ crossNode: "vxlan", vxlan: { vni: 42, port: 4799 }, clusterCidr });
+    for (const m of members) {
+      const info = await until(() => vxlanInfo(m.node.netns), `${m.node.name}: ${VXLAN_DEVICE}`);
+      expect(info).to.include({ vni: 42, port: 4799, local: m.node.address });
+      await until(
+        () =>
+          server.get("nodes", undefined, m.node.name)?.metadata?.annotations?.[
+            VTEP_MAC_ANNOTATION
+          ] === info.mac,
+        `${m.node.name}'s ${VTEP_MAC_ANNOTATION}`,
+      );
+    }
+    for (const m of members) {
+      for (const peer of members.filter((p) => p !== m)) {
+        const r = await until(() => {
+          const r = routeTo(m.node.netns, peer.h.subnet);
+          return r?.dev === VXLAN_DEVICE ? r : undefined;
+        }, `${m.node.name}: route to ${peer.node.name} through ${VXLAN_DEVICE}`);
+        expect(r.gateway).to.equal(peer.h.subnet.replace("/24", ""));
+        expect(r.flags).to.include("onlink");
+        const peerMac = vxlanInfo(peer.node.netns)?.mac;
+        await until(
+          () => fdb(m.node.netns).some((e) => e.mac === peerMac && e.dst === peer.node.address),
+          `${m.node.name}: fdb entry for ${peer.node.name}`,
+        );
+      }
+    }
+    const before = txPackets(a().node.netns, VXLAN_DEVICE);
+    expect(pingFrom(a().h.netnsName(1), b().pod)).to.equal(true);
+    expect(pingFrom(c().h.netnsName(1), a().pod)).to.equal(true);
+    expect(txPackets(a().node.netns, VXLAN_DEVICE)).to.be.greaterThan(before);
+    const srv = await startPodServer(c().h.netnsName(1), "hello over vxlan");
+    try {
+      expect(ul.tcpFrom(b().h.netnsName(1), c().pod, CONTAINER_PORT)).to.equal("hello over vxlan");
+    } finally {
+      await stopPodServer(srv);
+    }
+  });
+
+  it("vxlan: a Node deleted takes its route, neighbour and forwarding entry with it", async () => {
+    server.remove("nodes", undefined, c().node.name);
+    const ns = a().node.netns;
+    await until(
+      () => !routeTo(ns, c().h.subnet) && !fdb(ns).some((e) => e.dst === c().node.address),
+      "node-c's entries gone on node-a",
+    );
+    const neigh = JSON.parse(
+      inNs(ns, ["ip", "-j", "neigh", "show", "dev", VXLAN_DEVICE]).stdout,
+    ) as Array<{ dst: string }>;
+    expect(neigh.map((n) => n.dst)).to.not.include(c().h.subnet.replace("/24", ""));
+    server.put("nodes", nodeObject(c()));
+    await until(() => routeTo(ns, c().h.subnet), "node-c routed again");
+  });
+
+  it("auto: host-gw to peers on the node's own subnet, vxlan to the others", async () => {
+    // node-c moves to another subnet, reached through the underlay acting as a router.
+    const far = "198.51.100.13";
+    inNs(ul.underlay, ["ip", "addr", "add", "198.51.100.254/24", "dev", "ul"]);
+    inNs(ul.underlay, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    inNs(c().node.netns, ["ip", "addr", "add", `${far}/24`, "dev", "eth0"]);
+    for (const m of [a(), b()])
+      inNs(m.node.netns, ["ip", "route", "add", "198.51.100.0/24", "via", ul.apiAddress]);
+    server.put("nodes", nodeObject(c(), far));
+    await configureAll({ crossNode: "auto", clusterCidr });
+    const ns = a().node.netns;
+    await until(() => routeTo(ns, b().h.subnet)?.gateway === b().node.address, "node-b by host-gw");
+    await until(() => routeTo(ns, c().h.subnet)?.dev === VXLAN_DEVICE, "node-c through vxlan");
+    await until(
+      () => fdb(ns).some((e) => e.dst === far),
+      "node-c's forwarding entry at its far address",
+    );
+    expect(pingFrom(a().h.netnsName(1), b().pod)).to.equal(true);
+    expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(true);
+    expect(pingFrom(c().h.netnsName(1), b().pod)).to.equal(true);
+  });
+
+  it("host-gw again: the VXLAN device goes, with its Node annotation", async () => {
+    server.put("nodes", nodeObject(c()));
+    await configureAll({ crossNode: "host-gw", clusterCidr });
+    for (const m of members) {
+      await until(() => !vxlanInfo(m.node.netns), `${m.node.name}: ${VXLAN_DEVICE} removed`);
+      await until(
+        () =>
+          server.get("nodes", undefined, m.node.name)?.metadata?.annotations?.[
+            VTEP_MAC_ANNOTATION
+          ] === undefined,
+        `${m.node.name}: annotation removed`,
+      );
+    }
+    await until(
+      () => routeTo(a().node.netns, c().h.subnet)?.gateway === c().node.address,
+      "node-c by host-gw",
+    );
+    expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(true);
+  });
+
+  it("masquerade: pod traffic leaving clusterCidr reaches the outside from the node's address; nonMasqueradeCidrs keep the pod's; off removes the table", async () => {
+    const port = 18_080;
+    const echo = await ul.startPeerEcho(ul.outside, port);
+    try {
+      await until(
+        () => nftTables(a().node.netns).includes("table inet cni-driver"),
+        "the masquerade table",
+      );
+      expect(ul.tcpFrom(a().h.netnsName(1), OUTSIDE_ADDRESS, port)).to.equal(a().node.address);
+      // Exempt the outside: it must route the pods' range back itself.
+      inNs(ul.outside, ["ip", "route", "add", clusterCidr, "via", a().node.address]);
+      await configureAll({
+        crossNode: "host-gw",
+        clusterCidr,
+        nonMasqueradeCidrs: [`${OUTSIDE_ADDRESS}/32`],
+      });
+      await until(
+        () => ul.tcpFrom(a().h.netnsName(1), OUTSIDE_ADDRESS, port) === a().pod,
+        "the pod's own address seen outside",
+      );
+      await configureAll({ crossNode: "host-gw", clusterCidr, masquerade: false });
+      for (const m of members)
+        await until(
+          () => !nftTables(m.node.netns).includes("cni-driver"),
+          `${m.node.name}: table removed`,
+        );
+      expect(ul.tcpFrom(a().h.netnsName(1), OUTSIDE_ADDRESS, port)).to.equal(a().pod);
+    } finally {
+      echo.kill("SIGKILL");
+    }
+  });
+});
