@@ -110,13 +110,20 @@ if ! image_exists "$node_base"; then
 fi
 
 # The image's inputs: what the Containerfile copies, and the two bases.
+input_paths=(Containerfile .containerignore package.json package-lock.json tsconfig.json binding.gyp
+  scripts/build-native.sh scripts/build-shim.sh proto native src)
+input_files() {
+  # In a checkout, git's list (no ignored files); in an unpacked tree, every file.
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard -- "${input_paths[@]}"
+  else
+    find "${input_paths[@]}" -type f -print0
+  fi
+}
 inputs=$(
   {
     echo "$debian_base $node_base"
-    git ls-files -z --cached --others --exclude-standard -- \
-      Containerfile .containerignore package.json package-lock.json tsconfig.json binding.gyp \
-      scripts/build-native.sh scripts/build-shim.sh proto native src |
-      sort -z | xargs -0 sha256sum
+    input_files | sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-16
 )
 if [ "${FORCE:-}" != 1 ] && image_exists "$image" && [ "$(label_of "$image" org.cni-driver.inputs)" = "$inputs" ]; then

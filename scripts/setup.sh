@@ -22,6 +22,8 @@ fi
 APT_PACKAGES=(iproute2 iputils-ping iptables nftables containernetworking-plugins podman runc containerd busybox-static
   # sysctl, pgrep and ps, which minimal roots lack
   procps
+  # the image's local Debian base (scripts/debian-rootfs.sh)
+  debootstrap
   # the native addons (node-gyp: python3, make, a C and C++ compiler) and the native shim
   build-essential python3 pkg-config
   libnghttp2-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler libmnl-dev)

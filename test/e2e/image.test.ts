@@ -28,7 +28,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import { DEFAULT_INSTALLED_PLUGINS, HOST_CONFLIST_NAME } from "../../src/driver/host-install.js";
-import { ensureImage, HOST_IMAGE_STORE } from "../support/cni-driver-image.js";
+import { ensureImage, HOST_IMAGE_STORE, hostStorageDriver } from "../support/cni-driver-image.js";
 import { type ConfigMapData, ConfigMapDir } from "../support/configmap-dir.js";
 import { sleep } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
@@ -220,7 +220,7 @@ describe("e2e: the image runs as the DaemonSet says", function () {
     healthPort = await freePort();
     driverSide = new Podman({
       wrap: node.wrap(),
-      storageDriver: "overlay",
+      storageDriver: hostStorageDriver(),
       additionalImageStores: [HOST_IMAGE_STORE],
     });
     runtime = new Podman({
@@ -355,7 +355,10 @@ describe("e2e: the image runs the MidoNet controller as its Deployment says", fu
     });
     populateCluster(kube);
     dir = mkdtempSync(join(tmpdir(), "cdt-image-ctl-"));
-    podman = new Podman({ storageDriver: "overlay", additionalImageStores: [HOST_IMAGE_STORE] });
+    podman = new Podman({
+      storageDriver: hostStorageDriver(),
+      additionalImageStores: [HOST_IMAGE_STORE],
+    });
   });
 
   after(async () => {

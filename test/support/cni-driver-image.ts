@@ -10,6 +10,15 @@ import { fetchEnv, mustSucceed, runCommand } from "./runtimes.js";
 /** Where root's podman keeps its images (storage.conf's default graphroot). */
 export const HOST_IMAGE_STORE = "/var/lib/containers/storage";
 
+/**
+ * The storage driver of root's podman: a private store that reads the host's
+ * images as an additional store must use the same one.
+ */
+export function hostStorageDriver(): "overlay" | "vfs" {
+  const r = runCommand("podman", ["info", "--format", "{{.Store.GraphDriverName}}"]);
+  return mustSucceed("podman info", r).trim() === "vfs" ? "vfs" : "overlay";
+}
+
 let built: { image: string; sizeMb: number } | undefined;
 
 /**
