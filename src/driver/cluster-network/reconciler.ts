@@ -111,6 +111,7 @@ export class ClusterNetwork {
   /** The masquerade body last applied; null: table removed; undefined: not known yet. */
   private masqueradeApplied: string | null | undefined;
   private lastSkipped = "";
+  private forwardingError: string | undefined;
   private lastError: string | undefined;
   private readonly annotation: NodeMacAnnotation;
   /** Runs started since start. */
@@ -183,10 +184,7 @@ export class ClusterNetwork {
       const changes: string[] = [];
       const masquerading = await this.masquerade(active ? settings : undefined, resync, changes);
       const routed = await this.crossNode(active ? settings : undefined, changes);
-      if (masquerading || routed) {
-        if (await enableIpv4Forwarding().catch(forwardingError))
-          changes.push("net.ipv4.ip_forward enabled");
-      }
+      if (masquerading || routed) await this.forwarding(changes);
       this.lastError = undefined;
       if (changes.length > 0)
         this.log[resync ? "warn" : "info"](
@@ -201,6 +199,25 @@ export class ClusterNetwork {
         { retryInMs: delay, err: this.lastError },
         "applying the cluster network failed",
       );
+    }
+  }
+
+  /**
+   * net.ipv4.ip_forward on, which routing pods' traffic needs. Where /proc/sys
+   * is read-only (an unprivileged container) and it is off, that is said once
+   * and the rest is applied anyway: the operator may turn it on any time.
+   */
+  private async forwarding(changes: string[]): Promise<void> {
+    try {
+      if (await enableIpv4Forwarding()) changes.push("net.ipv4.ip_forward enabled");
+      this.forwardingError = undefined;
+    } catch (err) {
+      const msg = (err instanceof Error ? err.message : String(err)).replace(
+        "the midonet datapath needs it on",
+        "routing pods between nodes and out of the cluster needs it on",
+      );
+      if (msg !== this.forwardingError) this.log.error({ err: msg }, "IPv4 forwarding is off");
+      this.forwardingError = msg;
     }
   }
 
@@ -359,11 +376,4 @@ export class ClusterNetwork {
       }
     }
   }
-}
-
-function forwardingError(err: unknown): never {
-  const msg = err instanceof Error ? err.message : String(err);
-  throw new Error(
-    `routing between nodes and masquerade need net.ipv4.ip_forward = 1: ${msg.replace(/the midonet datapath needs it on; /, "")}`,
-  );
 }
