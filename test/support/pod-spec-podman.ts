@@ -85,6 +85,8 @@ export function renderManifests(dir = "daemonset"): K8sObject[] {
     cwd: REPO_ROOT,
     encoding: "utf8",
     timeout: 60_000,
+    // kubectl's deprecation notes (the `bases` field) are not the test's output.
+    stdio: ["ignore", "pipe", "pipe"],
   });
   return parseAllDocuments(text).map((d) => d.toJS() as K8sObject);
 }
