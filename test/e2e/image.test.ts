@@ -11,8 +11,8 @@
  * that root's conf and bin dirs, starts containers through the installed shim.
  *
  * What the test changes of the manifests, and why:
- * - the ConfigMap's bridge gets a unique name (the driver shares this machine's
- *   network namespace, host network);
+ * - the ConfigMap's bridge gets a unique name, and driver.json `"masquerade": false`
+ *   (the driver shares this machine's network namespace, host network);
  * - the driver runs without the Kubernetes API (there is none for it here): so no
  *   CNI_DRIVER_CONFIGMAP (the API copy; the mounted directory is what is read), and
  *   CNI_DRIVER_POD_CIDR gives the unique pod CIDR the Node's spec.podCIDRs would;
@@ -122,7 +122,16 @@ describe("e2e: the image runs as the DaemonSet says", function () {
       throw new Error("the ConfigMap's pod-network has no midonet plugin with ipam");
     midonet.bridge = bridge;
     midonet.ipam.ranges = [[{ subnet: "usePodCidr", ...range }]];
-    return { ...data, "pod-network.conflist": JSON.stringify(conflist, null, 2) };
+    // No masquerade table in this machine's network namespace, whatever the ConfigMap's clusterCidr.
+    const driver = {
+      ...(JSON.parse(String(data["driver.json"] ?? "{}")) as object),
+      masquerade: false,
+    };
+    return {
+      ...data,
+      "driver.json": JSON.stringify(driver, null, 2),
+      "pod-network.conflist": JSON.stringify(conflist, null, 2),
+    };
   }
 
   /** The node's hostPath volumes: the node dirs under the root, /run's from the namespace. */
