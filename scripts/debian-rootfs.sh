@@ -6,9 +6,11 @@
 # makes the image's Debian base from it; scripts/fresh-machine-check.sh keeps its
 # root in the same file, so the two share one download.
 #
-# Needs root (debootstrap). Nothing is fetched but Debian's packages.
+# Needs root (debootstrap). Nothing is fetched but Debian's packages, from
+# $FRESH_ROOT_MIRROR when set.
 #
-# Usage: scripts/debian-rootfs.sh
+# Usage: scripts/debian-rootfs.sh            the tarball's path, built when missing
+#        scripts/debian-rootfs.sh --mirror   the mirror it builds from
 set -euo pipefail
 
 SUITE=bookworm
@@ -27,6 +29,15 @@ debian_mirror() {
   } | grep -E '^https?://.*/debian/?$' | head -1
 }
 
+mirror=${FRESH_ROOT_MIRROR:-}
+[ -n "$mirror" ] || mirror=$(debian_mirror || true) # a missing .list file is no error
+mirror=${mirror:-http://deb.debian.org/debian}
+mirror=${mirror%/}
+if [ "${1:-}" = "--mirror" ]; then
+  echo "$mirror"
+  exit 0
+fi
+
 if [ -f "$TARBALL" ] && [ -z "$(find "$TARBALL" -mtime +"$ROOT_MAX_AGE_DAYS")" ]; then
   echo "$TARBALL"
   exit 0
@@ -40,10 +51,6 @@ if ! command -v debootstrap >/dev/null; then
   say "installing debootstrap"
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
-mirror=$(debian_mirror || true) # a missing .list file is no error
-mirror=${mirror:-http://deb.debian.org/debian}
-mirror=${mirror%/}
-
 mkdir -p "$CACHE_DIR"
 work=$(mktemp -d /var/tmp/cni-driver-rootfs.XXXXXX)
 trap 'rm -rf --one-file-system "$work"' EXIT

@@ -29,7 +29,6 @@ repo=$PWD
 SUITE=bookworm
 CACHE_DIR=${FRESH_ROOT_CACHE:-/var/cache/cni-driver-fresh-root}
 TARBALL="$CACHE_DIR/debian-$SUITE-minbase.tar"
-ROOT_MAX_AGE_DAYS=30
 CLEAN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 say() { echo "fresh-machine-check: $*" >&2; }
@@ -55,22 +54,9 @@ if ! command -v debootstrap >/dev/null; then
     cannot_check "debootstrap is missing and apt could not install it"
 fi
 
-# The Debian mirror this machine's apt uses (deb822 .sources or one-line .list).
-debian_mirror() {
-  {
-    grep -hsE '^[[:space:]]*URIs:' /etc/apt/sources.list.d/*.sources | sed -E 's/^[[:space:]]*URIs:[[:space:]]*//' | tr ' ' '\n'
-    grep -hsE '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list /etc/apt/sources.list.d/*.list |
-      sed -E 's/^[[:space:]]*deb[[:space:]]+(\[[^]]*\][[:space:]]+)?//' | awk '{print $1}'
-  } | grep -E '^https?://.*/debian/?$' | head -1
-}
-mirror_from='$FRESH_ROOT_MIRROR'
-mirror=${FRESH_ROOT_MIRROR:-}
-if [ -z "$mirror" ]; then
-  mirror_from=/etc/apt/sources.list*
-  mirror=$(debian_mirror || true) # a missing .list file is no error
-fi
-mirror=${mirror:-http://deb.debian.org/debian}
-mirror=${mirror%/}
+mirror=$(bash scripts/debian-rootfs.sh --mirror)
+mirror_from=${FRESH_ROOT_MIRROR:+'$FRESH_ROOT_MIRROR'}
+mirror_from=${mirror_from:-/etc/apt/sources.list*}
 if ! wget -q -T 20 -t 2 -O /dev/null "$mirror/dists/$SUITE/InRelease"; then
   cannot_check "debootstrap cannot reach the Debian mirror $mirror (from $mirror_from)"
 fi
@@ -89,18 +75,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if [ ! -f "$TARBALL" ] || [ -n "$(find "$TARBALL" -mtime +"$ROOT_MAX_AGE_DAYS")" ]; then
-  say "debootstrap --variant=minbase $SUITE from $mirror (cached as $TARBALL)"
-  started=$SECONDS
-  if ! debootstrap --variant=minbase "$SUITE" "$work/bootstrap" "$mirror" >"$work/debootstrap.log" 2>&1; then
-    tail -20 "$work/debootstrap.log" >&2
-    cannot_check "debootstrap could not build the root from $mirror (its log above)"
-  fi
-  tar -C "$work/bootstrap" --numeric-owner -cf "$TARBALL.tmp" .
-  mv "$TARBALL.tmp" "$TARBALL"
-  rm -rf --one-file-system "$work/bootstrap"
-  say "root built in $((SECONDS - started)) s"
-fi
+# The root, from the cache shared with the image's base (scripts/debian-rootfs.sh).
+bash scripts/debian-rootfs.sh >/dev/null || cannot_check "debootstrap could not build the root from $mirror"
 
 prepared_from=$SECONDS
 root="$work/root"
