@@ -26,6 +26,10 @@ export async function ensureBridge(
       undefined,
     );
   }
+  // Bridged IP traffic through the IP hooks (br_netfilter), whatever the
+  // node-wide sysctl: a Service's DNAT to a pod on the same bridge needs the
+  // reply un-NATed on its way back across the bridge.
+  cmds.push(`link set ${name} type bridge nf_call_iptables 1 nf_call_ip6tables 1`);
   for (const cidr of gatewayCidrs)
     cmds.push(`addr replace ${cidr} dev ${name}${cidr.includes(":") ? " nodad" : ""}`);
   cmds.push(`link set ${name} up`);

@@ -36,7 +36,10 @@ export interface VethSpec {
 }
 
 export interface HostAttachment {
-  /** Enslave the host end to this bridge; absent: leave it standalone (an agent binds it). */
+  /**
+   * Enslave the host end to this bridge, in hairpin mode (a pod reaches itself
+   * through a Service's DNAT); absent: leave it standalone (an agent binds it).
+   */
   bridge?: string;
 }
 
@@ -65,10 +68,21 @@ export async function createVethPair(spec: VethSpec, host: HostAttachment): Prom
   if (nl) return nl.createVethPair(spec, host);
   const ref = netnsLinkRef(spec.netns);
   const master = host.bridge ? ` master ${host.bridge}` : "";
+  const hairpin = host.bridge
+    ? [`link set dev ${spec.hostIfName} type bridge_slave hairpin on`]
+    : [];
   if (ref !== undefined) {
-    await ipBatch([
-      `link add name ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac}${master} up type veth peer name ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} netns ${ref}`,
-    ]);
+    try {
+      await ipBatch([
+        `link add name ${spec.hostIfName} mtu ${spec.mtu} address ${spec.hostMac}${master} up type veth peer name ${spec.ifName} mtu ${spec.mtu} address ${spec.containerMac} netns ${ref}`,
+        ...hairpin,
+      ]);
+    } catch (err) {
+      // The pair made, hairpin refused: nothing left behind.
+      if (!(err instanceof IpCommandError && err.command.includes("hairpin"))) throw err;
+      await ipBatch([`link del ${spec.hostIfName}`]).catch(() => undefined);
+      throw err;
+    }
     return;
   }
   // Created inside the netns, the host end moved out to our own netns (named by
@@ -80,7 +94,7 @@ export async function createVethPair(spec: VethSpec, host: HostAttachment): Prom
     { netns: spec.netns },
   );
   try {
-    await ipBatch([`link set dev ${spec.hostIfName}${master} up`]);
+    await ipBatch([`link set dev ${spec.hostIfName}${master} up`, ...hairpin]);
   } catch (err) {
     await deletePodInterface({
       netns: spec.netns,

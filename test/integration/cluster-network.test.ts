@@ -3,9 +3,11 @@
  * namespaces on one underlay bridge), each running its own `cni-driver serve`
  * against the fake API server, real pods on each, and real ping and TCP
  * between them — over host-gw routes, over VXLAN, and out to an "outside"
- * namespace through the masquerade. Nodes are added, changed and deleted
+ * namespace through the masquerade, and through Services written as
+ * kube-proxy writes them. Nodes are added, changed and deleted
  * through the API while the drivers run, and while one is stopped.
  */
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -368,6 +370,82 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
       expect(ul.tcpFrom(a().h.netnsName(1), OUTSIDE_ADDRESS, port)).to.equal(a().pod);
     } finally {
       echo.kill("SIGKILL");
+    }
+  });
+  it("Services through kube-proxy's DNAT rules: to a pod on another node, to one on the same bridge, and back to the client itself (hairpin)", async () => {
+    const ns = a().node.netns;
+    const srv = members.map(
+      () => undefined as Awaited<ReturnType<typeof startPodServer>> | undefined,
+    );
+    createNetns(a().h.netnsName(2));
+    const res = await a().h.client.setUpPod(a().h.podRequest(2));
+    expectNoCniError(res);
+    const a2 = (res.result?.ips[0]?.address ?? "").split("/")[0] as string;
+    // The node-wide br_netfilter switch off: the driver's bridge turns it on for itself.
+    inNs(ns, ["sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0"]);
+    const services = [
+      { name: "remote", ip: "10.96.0.11", endpoint: b().pod },
+      { name: "local", ip: "10.96.0.12", endpoint: a2 },
+      { name: "hairpin", ip: "10.96.0.13", endpoint: a().pod },
+    ];
+    const rules = [
+      "*nat",
+      ":PREROUTING ACCEPT [0:0]",
+      ":INPUT ACCEPT [0:0]",
+      ":OUTPUT ACCEPT [0:0]",
+      ":POSTROUTING ACCEPT [0:0]",
+    ];
+    rules.push(":KUBE-SERVICES - [0:0]", ":KUBE-POSTROUTING - [0:0]", ":KUBE-MARK-MASQ - [0:0]");
+    for (const svc of services)
+      rules.push(
+        `:KUBE-SVC-${svc.name.toUpperCase()} - [0:0]`,
+        `:KUBE-SEP-${svc.name.toUpperCase()} - [0:0]`,
+      );
+    rules.push(
+      '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+      '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+      '-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
+      "-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000",
+      "-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN",
+      "-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000",
+      '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully',
+    );
+    for (const svc of services) {
+      const up = svc.name.toUpperCase();
+      rules.push(
+        `-A KUBE-SERVICES -d ${svc.ip}/32 -p tcp -m comment --comment "default/${svc.name} cluster IP" -m tcp --dport 80 -j KUBE-SVC-${up}`,
+        `-A KUBE-SVC-${up} -m comment --comment "default/${svc.name} -> ${svc.endpoint}:${CONTAINER_PORT}" -j KUBE-SEP-${up}`,
+        `-A KUBE-SEP-${up} -s ${svc.endpoint}/32 -m comment --comment default/${svc.name} -j KUBE-MARK-MASQ`,
+        `-A KUBE-SEP-${up} -p tcp -m comment --comment default/${svc.name} -m tcp -j DNAT --to-destination ${svc.endpoint}:${CONTAINER_PORT}`,
+      );
+    }
+    rules.push("COMMIT", "");
+    const restore = spawnSync("ip", ["netns", "exec", ns, "iptables-restore"], {
+      input: rules.join("\n"),
+      encoding: "utf8",
+    });
+    expect(restore.status, restore.stderr).to.equal(0);
+    try {
+      srv[0] = await startPodServer(b().h.netnsName(1), "b1");
+      srv[1] = await startPodServer(a().h.netnsName(2), "a2");
+      srv[2] = await startPodServer(a().h.netnsName(1), "a1");
+      const client = a().h.netnsName(1);
+      expect(ul.tcpFrom(client, "10.96.0.11", 80), "to node-b's pod").to.equal("b1");
+      expect(ul.tcpFrom(client, "10.96.0.12", 80), "to a pod on the same bridge").to.equal("a2");
+      expect(ul.tcpFrom(client, "10.96.0.13", 80), "back to itself").to.equal("a1");
+      // What made the last two work: the bridge's own br_netfilter switch, and hairpin on the port.
+      const bridge = a().h.bridge;
+      inNs(ns, ["ip", "link", "set", bridge, "type", "bridge", "nf_call_iptables", "0"]);
+      expect(ul.tcpFrom(client, "10.96.0.12", 80), "same bridge without br_netfilter").to.equal("");
+      inNs(ns, ["ip", "link", "set", bridge, "type", "bridge", "nf_call_iptables", "1"]);
+      const port = a().h.hostVeth(1);
+      inNs(ns, ["ip", "link", "set", port, "type", "bridge_slave", "hairpin", "off"]);
+      expect(ul.tcpFrom(client, "10.96.0.13", 80), "hairpin off").to.equal("");
+      inNs(ns, ["ip", "link", "set", port, "type", "bridge_slave", "hairpin", "on"]);
+      expect(ul.tcpFrom(client, "10.96.0.13", 80)).to.equal("a1");
+    } finally {
+      for (const c of srv) await stopPodServer(c);
+      inNs(ns, ["iptables", "-t", "nat", "-F"]);
     }
   });
 });

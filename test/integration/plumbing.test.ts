@@ -107,6 +107,13 @@ for (const backend of ["netlink", "iproute2"] as const)
       const s = spec(`/run/netns/${ns}`, 1);
       await createVethPair(s, { bridge });
       expect(await listBridgePorts(bridge)).to.include(s.hostIfName);
+      // Services: a pod reaching itself (hairpin), replies across the bridge un-NATed (br_netfilter).
+      const details = (name: string) =>
+        JSON.parse(
+          spawnSync("ip", ["-j", "-d", "link", "show", name], { encoding: "utf8" }).stdout,
+        )[0]?.linkinfo;
+      expect(details(s.hostIfName)?.info_slave_data?.hairpin, "hairpin").to.equal(true);
+      expect(details(bridge)?.info_data?.nf_call_iptables, "nf_call_iptables").to.equal(1);
       const host = await showLink(s.hostIfName);
       expect(host?.address).to.equal(s.hostMac);
       expect(host?.mtu).to.equal(1450);

@@ -25,6 +25,8 @@ import {
   decodeAddr,
   decodeLink,
   decodeRoute,
+  encodeBridgeNfCall,
+  encodeBridgePortHairpin,
   encodeDelLink,
   encodeDumpAddrs,
   encodeDumpLinks,
@@ -176,6 +178,10 @@ export class NetlinkOps {
       throw systemError(err, command, undefined);
     }
     try {
+      if (host.bridge)
+        this.exchange(undefined, `link set ${spec.hostIfName} type bridge_slave hairpin on`, (s) =>
+          encodeBridgePortHairpin(s, { name: spec.hostIfName }, true),
+        );
       this.exchange(spec.netns, `link set ${spec.ifName} up`, (s) =>
         encodeSetLink(s, { name: spec.ifName }, { up: true }),
       );
@@ -410,6 +416,11 @@ export class NetlinkOps {
       });
     }
     const index = existing?.index ?? this.getLink(undefined, name, `link show ${name}`).index;
+    this.exchange(
+      undefined,
+      `link set ${name} type bridge nf_call_iptables 1 nf_call_ip6tables 1`,
+      (s) => encodeBridgeNfCall(s, { index }, true),
+    );
     for (const cidr of gatewayCidrs) {
       this.exchange(undefined, `addr replace ${cidr} dev ${name}`, (s) =>
         encodeNewAddr(s, { index, cidr, replace: true, nodad: true }),

@@ -58,6 +58,12 @@ export const IFLA_NET_NS_PID = 19;
 export const IFLA_NET_NS_FD = 28;
 export const IFLA_INFO_KIND = 1;
 export const IFLA_INFO_DATA = 2;
+export const IFLA_INFO_SLAVE_KIND = 4;
+export const IFLA_INFO_SLAVE_DATA = 5;
+/** A bridge port's hairpin mode (IFLA_BRPORT_MODE). */
+export const IFLA_BRPORT_MODE = 4;
+export const IFLA_BR_NF_CALL_IPTABLES = 36;
+export const IFLA_BR_NF_CALL_IP6TABLES = 37;
 export const VETH_INFO_PEER = 1;
 
 export const IFA_ADDRESS = 1;
@@ -251,6 +257,44 @@ export function encodeSetLink(
     ifinfomsg({ index, ...flags }),
     ...attrs,
     ...(change.master !== undefined ? [attrU32(IFLA_MASTER, change.master)] : []),
+  ]);
+}
+
+/**
+ * RTM_NEWLINK (no create) on a bridge port: `ip link set NAME type
+ * bridge_slave hairpin on` — frames may leave by the port they came in, so a
+ * pod reaches itself through a Service's DNAT.
+ */
+export function encodeBridgePortHairpin(seq: number, sel: LinkSelector, on: boolean): Buffer {
+  const { index, attrs } = selectorParts(sel);
+  return nlmsg(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq, [
+    ifinfomsg({ index }),
+    ...attrs,
+    attrNest(IFLA_LINKINFO, [
+      nlattr(IFLA_INFO_SLAVE_KIND, Buffer.from("bridge", "utf8")),
+      attrNest(IFLA_INFO_SLAVE_DATA, [nlattr(IFLA_BRPORT_MODE, Buffer.from([on ? 1 : 0]))]),
+    ]),
+  ]);
+}
+
+/**
+ * RTM_NEWLINK (no create) on a bridge: `ip link set NAME type bridge
+ * nf_call_iptables 1 nf_call_ip6tables 1` — bridged IP traffic goes through
+ * the IP hooks (br_netfilter), whatever the node-wide sysctl says.
+ */
+export function encodeBridgeNfCall(seq: number, sel: LinkSelector, on: boolean): Buffer {
+  const { index, attrs } = selectorParts(sel);
+  const v = Buffer.from([on ? 1 : 0]);
+  return nlmsg(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq, [
+    ifinfomsg({ index }),
+    ...attrs,
+    attrNest(IFLA_LINKINFO, [
+      kindAttr("bridge"),
+      attrNest(IFLA_INFO_DATA, [
+        nlattr(IFLA_BR_NF_CALL_IPTABLES, v),
+        nlattr(IFLA_BR_NF_CALL_IP6TABLES, v),
+      ]),
+    ]),
   ]);
 }
 
