@@ -4,8 +4,7 @@
  * known to be ours, so listing by it finds exactly what we made and nothing an
  * operator, a routing daemon or the kernel put there.
  */
-import { IP_BIN, IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
-import { run } from "./run.js";
+import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 
 /** One route to a pod range: via a next hop on the underlay, or through a device (VXLAN). */
 export interface PeerRoute {
@@ -96,13 +95,19 @@ export async function deletePeerRoute(dst: string, protocol: number): Promise<vo
 }
 
 /**
- * Whether `address` is reached without a gateway from here (on a subnet of one
- * of our interfaces): the kernel's own answer (`ip route get`), policy routing
- * included. False when it is unreachable.
+ * The subnets this node reaches without a gateway: the main table's
+ * link-scope routes (an interface's connected subnet, and any route an
+ * operator added as on-link), leaving out those through `exceptDev` (the
+ * VXLAN device's own). One listing answers for every peer.
  */
-export async function reachedOnLink(address: string): Promise<boolean> {
-  const res = await run(IP_BIN, ["-j", "route", "get", address], "", 10_000);
-  if (res.code !== 0) return false;
-  const got = (JSON.parse(res.stdout || "[]") as RouteJson[])[0];
-  return got !== undefined && got.gateway === undefined && got.dev !== "lo";
+export async function listOnLinkSubnets(family: 4 | 6, exceptDev?: string): Promise<string[]> {
+  const lines = await ipBatch(["route show table main scope link"], {
+    json: true,
+    ipv6: family === 6,
+  });
+  return (parseJsonLines<RouteJson>(lines)[0] ?? [])
+    .filter((r) => r.dst !== undefined && r.gateway === undefined && r.dev !== exceptDev)
+    .map((r) =>
+      withPrefix(r.dst === "default" ? (family === 6 ? "::/0" : "0.0.0.0/0") : (r.dst as string)),
+    );
 }

@@ -19,12 +19,13 @@
  * back what someone else removed.
  */
 import type pino from "pino";
+import { cidrContains, parseCidr, parseIp } from "../../cni/ip.js";
 import {
   deletePeerRoute,
   listMainRoutes,
+  listOnLinkSubnets,
   listRoutesByProtocol,
   type PeerRoute,
-  reachedOnLink,
   replacePeerRoute,
 } from "../../plumbing/cluster-routes.js";
 import { deleteNftTable, replaceNftTable } from "../../plumbing/nftables.js";
@@ -72,6 +73,16 @@ export interface ClusterNetworkOptions {
   resyncMs?: number;
   /** Between failed runs (default 500 ms doubling to 30 s). */
   retryBackoff?: BackoffPolicy;
+}
+
+/** Whether `ip` is in one of the subnets. */
+function onAnyOf(subnets: readonly string[], ip: string): boolean {
+  const addr = parseIp(ip);
+  if (!addr) return false;
+  return subnets.some((c) => {
+    const cidr = parseCidr(c);
+    return cidr !== undefined && cidr.prefix > 0 && cidrContains(cidr, addr);
+  });
 }
 
 /** Whether any network runs the built-in plugin on the kernel datapath. */
@@ -269,20 +280,19 @@ export class ClusterNetwork {
     if (off || !s || !this.nodes || !this.o.nodeName) {
       plan = { routes: [], fdb: [], neighbours: [], skipped: [], nodeOf: new Map() };
     } else {
-      const onLink = new Map<string, boolean>();
-      if (s.crossNode !== "vxlan") {
-        for (const n of this.nodes) {
-          if (n.name === this.o.nodeName) continue;
-          for (const ip of [n.ipv4, n.ipv6])
-            if (ip && !onLink.has(ip)) onLink.set(ip, await reachedOnLink(ip));
-        }
-      }
+      const subnets =
+        s.crossNode === "vxlan"
+          ? []
+          : [
+              ...(await listOnLinkSubnets(4, VXLAN_DEVICE)),
+              ...(await listOnLinkSubnets(6, VXLAN_DEVICE)),
+            ];
       plan = planCrossNode({
         settings: s,
         selfName: this.o.nodeName,
         nodes: this.nodes,
         localPodCidrV4: this.o.localPodCidrs?.().v4,
-        onLink: (ip) => onLink.get(ip) ?? false,
+        onLink: (ip) => onAnyOf(subnets, ip),
       });
     }
     const skipped = JSON.stringify(plan.skipped);
