@@ -359,6 +359,7 @@ export async function startDriver(
     nodeName: kubeSettings?.nodeName,
     localPodCidrs: () => opts.podCidrs,
     resyncMs: opts.nodeLinkResyncMs ?? 60_000,
+    metrics,
   });
   config.on("reload", (cfg) => clusterNetwork.apply(cfg));
   config.on("error", (e) => {

@@ -11,6 +11,7 @@ import {
   escapeLabelValue,
   formatValue,
 } from "../common/prometheus.js";
+import type { ClusterNetworkMetrics, ClusterNetworkOutcome } from "./cluster-network/reconciler.js";
 import type { AnnotationWriteOutcome, PodAnnotationMetrics } from "./kube/pod-annotations.js";
 import type { PodEventMetrics, PodEventOutcome } from "./kube/pod-events.js";
 import type { NodeConnectivityMetrics, NodeLinkOutcome } from "./node-connectivity.js";
@@ -51,7 +52,9 @@ function count<T extends string>(m: Map<T, number>, outcome: T): void {
   m.set(outcome, (m.get(outcome) ?? 0) + 1);
 }
 
-export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, PodEventMetrics {
+export class Metrics
+  implements NodeConnectivityMetrics, ClusterNetworkMetrics, PodAnnotationMetrics, PodEventMetrics
+{
   private readonly calls = new Map<string, { labels: Labels; value: number }>();
   private readonly errors = new Map<string, { labels: Labels; value: number }>();
   private readonly durations = new Map<string, { labels: Labels; h: HistogramSeries }>();
@@ -64,6 +67,13 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
   private nodeLinkReady: 0 | 1 | undefined;
   private nodeLinkFailures = 0;
   private nodeLinkRepairs = 0;
+  private clusterRoutes = { "host-gw": 0, vxlan: 0 };
+  private clusterUnrouted = 0;
+  private readonly clusterRuns = outcomeCounters<ClusterNetworkOutcome>([
+    "ok",
+    "repaired",
+    "failed",
+  ]);
   private info: Labels | undefined;
   private readonly nodeAnnotationWrites = outcomeCounters<AnnotationWriteOutcome>([
     "ok",
@@ -149,6 +159,17 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
     this.nodeLinkReady = outcome === "none" ? undefined : outcome === "failed" ? 0 : 1;
     if (outcome === "failed") this.nodeLinkFailures += 1;
     if (outcome === "repaired") this.nodeLinkRepairs += 1;
+  }
+
+  /** One application of the cluster network; the counts when it worked. */
+  clusterNetworkApplied(
+    outcome: ClusterNetworkOutcome,
+    state?: { hostGwRoutes: number; vxlanRoutes: number; unroutedNodes: number },
+  ): void {
+    count(this.clusterRuns, outcome);
+    if (!state) return;
+    this.clusterRoutes = { "host-gw": state.hostGwRoutes, vxlan: state.vxlanRoutes };
+    this.clusterUnrouted = state.unroutedNodes;
   }
 
   nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void {
@@ -244,10 +265,30 @@ export class Metrics implements NodeConnectivityMetrics, PodAnnotationMetrics, P
     );
     sample("cni_driver_node_link_repairs_total", {}, this.nodeLinkRepairs);
 
+    family(
+      "cni_driver_cluster_routes",
+      "gauge",
+      "Routes to other nodes' pod CIDRs the kernel datapath keeps, by how (host-gw, vxlan).",
+    );
+    for (const [via, n] of Object.entries(this.clusterRoutes))
+      sample("cni_driver_cluster_routes", { via }, n);
+
+    family(
+      "cni_driver_cluster_unrouted_nodes",
+      "gauge",
+      "Other nodes (or families of theirs) whose pods are not routed to, each logged with the reason.",
+    );
+    sample("cni_driver_cluster_unrouted_nodes", {}, this.clusterUnrouted);
+
     const outcomes = <T extends string>(name: string, help: string, m: Map<T, number>): void => {
       family(name, "counter", help);
       for (const [outcome, n] of m) sample(name, { outcome }, n);
     };
+    outcomes(
+      "cni_driver_cluster_network_applications_total",
+      "Applications of the kernel datapath's cluster network (routes, VXLAN, masquerade) by outcome: ok, repaired (a resync put back what someone removed), failed.",
+      this.clusterRuns,
+    );
     outcomes(
       "cni_driver_node_annotation_writes_total",
       "Writes of the Node's midonet.org/mac-address annotation (set, or removed with the node link), by outcome: ok, retried (failed, tried again), dropped (given up until the next config load).",

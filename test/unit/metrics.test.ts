@@ -131,6 +131,9 @@ describe("driver/metrics", () => {
       "cni_driver_node_link_ready gauge",
       "cni_driver_node_link_failures_total counter",
       "cni_driver_node_link_repairs_total counter",
+      "cni_driver_cluster_routes gauge",
+      "cni_driver_cluster_unrouted_nodes gauge",
+      "cni_driver_cluster_network_applications_total counter",
       "cni_driver_node_annotation_writes_total counter",
       "cni_driver_pod_annotation_patches_total counter",
       "cni_driver_pod_events_total counter",
@@ -184,6 +187,21 @@ describe("driver/metrics", () => {
       expect(value(s, "cni_driver_node_link_repairs_total")).to.equal(repairs);
     });
   }
+
+  it("counts the cluster network's applications and keeps its routes by how, and the nodes left unrouted", () => {
+    const m = new Metrics();
+    m.clusterNetworkApplied("ok", { hostGwRoutes: 3, vxlanRoutes: 2, unroutedNodes: 1 });
+    m.clusterNetworkApplied("failed");
+    m.clusterNetworkApplied("repaired", { hostGwRoutes: 3, vxlanRoutes: 1, unroutedNodes: 0 });
+    const samples = parseExposition(m.render());
+    expect(value(samples, "cni_driver_cluster_routes", { via: "host-gw" })).to.equal(3);
+    expect(value(samples, "cni_driver_cluster_routes", { via: "vxlan" })).to.equal(1);
+    expect(value(samples, "cni_driver_cluster_unrouted_nodes")).to.equal(0);
+    for (const outcome of ["ok", "failed", "repaired"])
+      expect(value(samples, "cni_driver_cluster_network_applications_total", { outcome })).to.equal(
+        1,
+      );
+  });
 
   it("counts Node annotation writes, pod annotation patches and pod Events by outcome", () => {
     const m = new Metrics();

@@ -61,6 +61,16 @@ import {
   VXLAN_DEVICE,
 } from "./settings.js";
 
+export type ClusterNetworkOutcome = "ok" | "repaired" | "failed";
+
+/** What the driver's metrics count of this module. */
+export interface ClusterNetworkMetrics {
+  clusterNetworkApplied(
+    outcome: ClusterNetworkOutcome,
+    state?: { hostGwRoutes: number; vxlanRoutes: number; unroutedNodes: number },
+  ): void;
+}
+
 export interface ClusterNetworkOptions {
   logger: pino.Logger;
   /** The API when configured (settles undefined when it is not usable). */
@@ -73,6 +83,7 @@ export interface ClusterNetworkOptions {
   resyncMs?: number;
   /** Between failed runs (default 500 ms doubling to 30 s). */
   retryBackoff?: BackoffPolicy;
+  metrics?: ClusterNetworkMetrics;
 }
 
 /** Whether `ip` is in one of the subnets. */
@@ -122,6 +133,8 @@ export class ClusterNetwork {
   /** The masquerade body last applied; null: table removed; undefined: not known yet. */
   private masqueradeApplied: string | null | undefined;
   private lastSkipped = "";
+  /** What the last plan applied holds (kept while the Nodes are not known). */
+  private counts = { hostGwRoutes: 0, vxlanRoutes: 0, unroutedNodes: 0 };
   private forwardingError: string | undefined;
   private lastError: string | undefined;
   private readonly annotation: NodeMacAnnotation;
@@ -197,6 +210,10 @@ export class ClusterNetwork {
       const routed = await this.crossNode(active ? settings : undefined, changes);
       if (masquerading || routed) await this.forwarding(changes);
       this.lastError = undefined;
+      this.o.metrics?.clusterNetworkApplied(
+        resync && changes.length > 0 ? "repaired" : "ok",
+        this.counts,
+      );
       if (changes.length > 0)
         this.log[resync ? "warn" : "info"](
           { changes },
@@ -205,6 +222,7 @@ export class ClusterNetwork {
       this.loop.succeeded();
     } catch (err) {
       this.lastError = err instanceof Error ? err.message : String(err);
+      this.o.metrics?.clusterNetworkApplied("failed");
       const delay = this.loop.failed();
       this.log.error(
         { retryInMs: delay, err: this.lastError },
@@ -316,6 +334,12 @@ export class ClusterNetwork {
       if (this.o.nodeName) this.annotation.remove(vtepMacOf(this.o.nodeName));
     }
     await this.syncRoutes(plan, changes);
+    const vxlanRoutes = plan.routes.filter((r) => r.dev === VXLAN_DEVICE).length;
+    this.counts = {
+      hostGwRoutes: plan.routes.length - vxlanRoutes,
+      vxlanRoutes,
+      unroutedNodes: plan.skipped.length,
+    };
     return plan.routes.length > 0;
   }
 
