@@ -272,6 +272,25 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
         );
       }
     }
+    // A forwarding entry removed behind the driver's back comes back at the next resync.
+    const lost = fdb(a().node.netns).find((e) => e.dst === b().node.address);
+    expect(lost).to.not.equal(undefined);
+    inNs(a().node.netns, [
+      "bridge",
+      "fdb",
+      "del",
+      lost?.mac ?? "",
+      "dev",
+      VXLAN_DEVICE,
+      "dst",
+      lost?.dst ?? "",
+      "self",
+    ]);
+    expect(fdb(a().node.netns).some((e) => e.dst === b().node.address)).to.equal(false);
+    await until(
+      () => fdb(a().node.netns).some((e) => e.dst === b().node.address),
+      "node-b's forwarding entry put back",
+    );
     const before = txPackets(a().node.netns, VXLAN_DEVICE);
     expect(pingFrom(a().h.netnsName(1), b().pod)).to.equal(true);
     expect(pingFrom(c().h.netnsName(1), a().pod)).to.equal(true);
@@ -350,6 +369,12 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
         "the masquerade table",
       );
       expect(ul.tcpFrom(a().h.netnsName(1), OUTSIDE_ADDRESS, port)).to.equal(a().node.address);
+      // Removed behind the driver's back: the next resync writes it again.
+      inNs(a().node.netns, ["nft", "delete", "table", "inet", "cni-driver"]);
+      await until(
+        () => nftTables(a().node.netns).includes("table inet cni-driver"),
+        "the masquerade table put back",
+      );
       // Exempt the outside: it must route the pods' range back itself.
       inNs(ul.outside, ["ip", "route", "add", clusterCidr, "via", a().node.address]);
       await configureAll({
