@@ -29,6 +29,10 @@ import { CONTAINER_PORT, startPodServer, stopPodServer } from "../support/pod-se
 import { requireCommand, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";
 
+/** A bounded wait, roomy enough for three drivers on a busy two-core machine. */
+const eventually = <T>(probe: () => T | undefined | null | false, what: string) =>
+  until(probe, what, 30_000);
+
 interface Member {
   node: TestNode;
   h: DriverHarness;
@@ -151,7 +155,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
   it("host-gw: each node routes every other node's pod CIDR via its address, tagged with the driver's protocol; pods ping and talk TCP across nodes", async () => {
     for (const m of members) {
       for (const peer of members.filter((p) => p !== m)) {
-        const r = await until(
+        const r = await eventually(
           () => routeTo(m.node.netns, peer.h.subnet),
           `${m.node.name}: route to ${peer.node.name}`,
         );
@@ -174,7 +178,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
   it("a Node deleted loses its routes on every other node at once; back at a new address, the routes follow it", async () => {
     server.remove("nodes", undefined, c().node.name);
     for (const m of [a(), b()])
-      await until(
+      await eventually(
         () => !routeTo(m.node.netns, c().h.subnet),
         `${m.node.name}: route to node-c removed`,
       );
@@ -184,7 +188,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     inNs(c().node.netns, ["ip", "addr", "add", `${moved}/24`, "dev", "eth0"]);
     server.put("nodes", nodeObject(c(), moved));
     for (const m of [a(), b()])
-      await until(
+      await eventually(
         () => routeTo(m.node.netns, c().h.subnet)?.gateway === moved,
         `${m.node.name}: route to node-c via ${moved}`,
       );
@@ -192,7 +196,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     expect(routeTo(c().node.netns, a().h.subnet)?.gateway).to.equal(a().node.address);
     expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(true);
     server.put("nodes", nodeObject(c()));
-    await until(
+    await eventually(
       () => routeTo(a().node.netns, c().h.subnet)?.gateway === c().node.address,
       "route back to node-c's first address",
     );
@@ -215,7 +219,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     ]);
     inNs(ns, ["ip", "route", "add", "10.251.0.0/24", "via", `${UNDERLAY}.98`, "proto", "static"]);
     await a().h.start();
-    await until(
+    await eventually(
       () => !routeTo(ns, b().h.subnet) && !routeTo(ns, "10.244.250.0/24"),
       "stale routes removed at start",
     );
@@ -227,8 +231,8 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     // node-b's pod CIDR routed by someone else: the driver leaves that route be.
     inNs(ns, ["ip", "route", "add", b().h.subnet, "via", `${UNDERLAY}.97`, "proto", "static"]);
     server.put("nodes", nodeObject(b()));
-    await until(() => routeTo(b().node.netns, a().h.subnet), "node-b routes to node-a again");
-    await until(
+    await eventually(() => routeTo(b().node.netns, a().h.subnet), "node-b routes to node-a again");
+    await eventually(
       () => a().h.logs.includes("is not the driver's: left alone"),
       "the conflict logged",
     );
@@ -238,7 +242,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     expect(kept.map((r) => r.gateway)).to.deep.equal([`${UNDERLAY}.97`]);
     inNs(ns, ["ip", "route", "del", b().h.subnet, "proto", "static"]);
     inNs(ns, ["ip", "route", "del", "10.251.0.0/24"]);
-    await until(
+    await eventually(
       () => routeTo(ns, b().h.subnet)?.gateway === b().node.address,
       "node-a routes to node-b once the way is free (resync)",
     );
@@ -247,9 +251,12 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
   it("vxlan: midokube-vxlan with the configured VNI and port on every node, its MAC on the Node, routes, neighbours and forwarding entries per peer; pods talk across it", async () => {
     await configureAll({ crossNode: "vxlan", vxlan: { vni: 42, port: 4799 }, clusterCidr });
     for (const m of members) {
-      const info = await until(() => vxlanInfo(m.node.netns), `${m.node.name}: ${VXLAN_DEVICE}`);
+      const info = await eventually(
+        () => vxlanInfo(m.node.netns),
+        `${m.node.name}: ${VXLAN_DEVICE}`,
+      );
       expect(info).to.include({ vni: 42, port: 4799, local: m.node.address });
-      await until(
+      await eventually(
         () =>
           server.get("nodes", undefined, m.node.name)?.metadata?.annotations?.[
             VTEP_MAC_ANNOTATION
@@ -259,14 +266,14 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     }
     for (const m of members) {
       for (const peer of members.filter((p) => p !== m)) {
-        const r = await until(() => {
+        const r = await eventually(() => {
           const r = routeTo(m.node.netns, peer.h.subnet);
           return r?.dev === VXLAN_DEVICE ? r : undefined;
         }, `${m.node.name}: route to ${peer.node.name} through ${VXLAN_DEVICE}`);
         expect(r.gateway).to.equal(peer.h.subnet.replace("/24", ""));
         expect(r.flags).to.include("onlink");
         const peerMac = vxlanInfo(peer.node.netns)?.mac;
-        await until(
+        await eventually(
           () => fdb(m.node.netns).some((e) => e.mac === peerMac && e.dst === peer.node.address),
           `${m.node.name}: fdb entry for ${peer.node.name}`,
         );
@@ -287,7 +294,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
       "self",
     ]);
     expect(fdb(a().node.netns).some((e) => e.dst === b().node.address)).to.equal(false);
-    await until(
+    await eventually(
       () => fdb(a().node.netns).some((e) => e.dst === b().node.address),
       "node-b's forwarding entry put back",
     );
@@ -306,7 +313,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
   it("vxlan: a Node deleted takes its route, neighbour and forwarding entry with it", async () => {
     server.remove("nodes", undefined, c().node.name);
     const ns = a().node.netns;
-    await until(
+    await eventually(
       () => !routeTo(ns, c().h.subnet) && !fdb(ns).some((e) => e.dst === c().node.address),
       "node-c's entries gone on node-a",
     );
@@ -315,7 +322,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     ) as Array<{ dst: string }>;
     expect(neigh.map((n) => n.dst)).to.not.include(c().h.subnet.replace("/24", ""));
     server.put("nodes", nodeObject(c()));
-    await until(() => routeTo(ns, c().h.subnet), "node-c routed again");
+    await eventually(() => routeTo(ns, c().h.subnet), "node-c routed again");
   });
 
   it("auto: host-gw to peers on the node's own subnet, vxlan to the others", async () => {
@@ -329,9 +336,12 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     server.put("nodes", nodeObject(c(), far));
     await configureAll({ crossNode: "auto", clusterCidr });
     const ns = a().node.netns;
-    await until(() => routeTo(ns, b().h.subnet)?.gateway === b().node.address, "node-b by host-gw");
-    await until(() => routeTo(ns, c().h.subnet)?.dev === VXLAN_DEVICE, "node-c through vxlan");
-    await until(
+    await eventually(
+      () => routeTo(ns, b().h.subnet)?.gateway === b().node.address,
+      "node-b by host-gw",
+    );
+    await eventually(() => routeTo(ns, c().h.subnet)?.dev === VXLAN_DEVICE, "node-c through vxlan");
+    await eventually(
       () => fdb(ns).some((e) => e.dst === far),
       "node-c's forwarding entry at its far address",
     );
@@ -344,8 +354,8 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     server.put("nodes", nodeObject(c()));
     await configureAll({ crossNode: "host-gw", clusterCidr });
     for (const m of members) {
-      await until(() => !vxlanInfo(m.node.netns), `${m.node.name}: ${VXLAN_DEVICE} removed`);
-      await until(
+      await eventually(() => !vxlanInfo(m.node.netns), `${m.node.name}: ${VXLAN_DEVICE} removed`);
+      await eventually(
         () =>
           server.get("nodes", undefined, m.node.name)?.metadata?.annotations?.[
             VTEP_MAC_ANNOTATION
@@ -353,7 +363,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
         `${m.node.name}: annotation removed`,
       );
     }
-    await until(
+    await eventually(
       () => routeTo(a().node.netns, c().h.subnet)?.gateway === c().node.address,
       "node-c by host-gw",
     );
@@ -364,14 +374,14 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     const port = 18_080;
     const echo = await ul.startPeerEcho(ul.outside, port);
     try {
-      await until(
+      await eventually(
         () => nftTables(a().node.netns).includes("table inet cni-driver"),
         "the masquerade table",
       );
       expect(ul.tcpFrom(a().h.netnsName(1), OUTSIDE_ADDRESS, port)).to.equal(a().node.address);
       // Removed behind the driver's back: the next resync writes it again.
       inNs(a().node.netns, ["nft", "delete", "table", "inet", "cni-driver"]);
-      await until(
+      await eventually(
         () => nftTables(a().node.netns).includes("table inet cni-driver"),
         "the masquerade table put back",
       );
@@ -382,13 +392,13 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
         clusterCidr,
         nonMasqueradeCidrs: [`${OUTSIDE_ADDRESS}/32`],
       });
-      await until(
+      await eventually(
         () => ul.tcpFrom(a().h.netnsName(1), OUTSIDE_ADDRESS, port) === a().pod,
         "the pod's own address seen outside",
       );
       await configureAll({ crossNode: "host-gw", clusterCidr, masquerade: false });
       for (const m of members)
-        await until(
+        await eventually(
           () => !nftTables(m.node.netns).includes("cni-driver"),
           `${m.node.name}: table removed`,
         );

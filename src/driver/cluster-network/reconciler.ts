@@ -127,6 +127,8 @@ export class ClusterNetwork {
   private cfg: DriverConfig | undefined;
   /** Every Node once the first list is in; undefined before. */
   private nodes: ClusterNode[] | undefined;
+  /** What of the Nodes the last run was started for. */
+  private nodesKey: string | undefined;
   private watch: ObjectWatch | undefined;
   private readonly loop: SerialLoop;
   private closed = false;
@@ -166,7 +168,15 @@ export class ClusterNetwork {
         if (!a || this.closed) return;
         this.watch = a.watchNodes({
           onList: (objs) => {
-            this.nodes = objs.map(clusterNodeOf).filter((n): n is ClusterNode => !!n);
+            const nodes = objs.map(clusterNodeOf).filter((n): n is ClusterNode => !!n);
+            // Most Node updates are kubelet's status (conditions, heartbeats):
+            // only what the routes are made of starts a run.
+            const key = JSON.stringify(
+              nodes.map((n) => [n.name, n.podCidrs, n.ipv4, n.ipv6, n.vtepMac]).sort(),
+            );
+            this.nodes = nodes;
+            if (key === this.nodesKey) return;
+            this.nodesKey = key;
             this.loop.kick();
           },
           onError: (message) =>
