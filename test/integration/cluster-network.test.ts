@@ -345,6 +345,19 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
       () => fdb(ns).some((e) => e.dst === far),
       "node-c's forwarding entry at its far address",
     );
+    // The other side of each path: node-c's endpoint at its new address, its routes by host-gw.
+    await eventually(
+      () => vxlanInfo(c().node.netns)?.local === far,
+      "node-c's VTEP at its far address",
+    );
+    await eventually(
+      () => routeTo(c().node.netns, a().h.subnet)?.gateway === a().node.address,
+      "node-c reaches node-a by host-gw",
+    );
+    await eventually(
+      () => fdb(b().node.netns).some((e) => e.dst === far),
+      "node-b's entry for node-c",
+    );
     expect(pingFrom(a().h.netnsName(1), b().pod)).to.equal(true);
     expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(true);
     expect(pingFrom(c().h.netnsName(1), b().pod)).to.equal(true);
@@ -407,6 +420,30 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
       echo.kill("SIGKILL");
     }
   });
+  it("without nft the masquerade fails, logged and retried, and the routes are made all the same", async () => {
+    const ns = a().node.netns;
+    await configureAll({ crossNode: "host-gw", clusterCidr });
+    await a().h.stop();
+    inNs(ns, ["ip", "route", "del", b().h.subnet, "proto", String(ROUTE_PROTOCOL)]);
+    process.env.CNI_DRIVER_NFT_BIN = "/nonexistent/nft";
+    try {
+      await a().h.start();
+    } finally {
+      delete process.env.CNI_DRIVER_NFT_BIN;
+    }
+    await eventually(() => routeTo(ns, b().h.subnet), "node-a routes to node-b");
+    await eventually(
+      () => a().h.logs.includes("nftables is not installed"),
+      "the masquerade's failure logged",
+    );
+    await a().h.stop();
+    await a().h.start();
+    await eventually(
+      () => nftTables(ns).includes("table inet cni-driver"),
+      "the table, with nft back",
+    );
+  });
+
   it("Services through kube-proxy's DNAT rules: to a pod on another node, to one on the same bridge, and back to the client itself (hairpin)", async () => {
     const ns = a().node.netns;
     const srv = members.map(

@@ -216,9 +216,20 @@ export class ClusterNetwork {
       const settings = readClusterNetworkSettings(cfg.settings);
       const active = usesKernelDatapath(cfg);
       const changes: string[] = [];
-      const masquerading = await this.masquerade(active ? settings : undefined, resync, changes);
-      const routed = await this.crossNode(active ? settings : undefined, changes);
+      // Each part on its own: nft missing must not keep the routes from being made.
+      const errors: string[] = [];
+      const part = <T>(what: string, p: Promise<T>, failed: T) =>
+        p.catch((err: unknown) => {
+          errors.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
+          return failed;
+        });
+      const s = active ? settings : undefined;
+      const masquerading = await part("masquerade", this.masquerade(s, resync, changes), false);
+      const routed = await part("routes to other nodes", this.crossNode(s, changes), false);
       if (masquerading || routed) await this.forwarding(changes);
+      if (changes.length > 0 && errors.length > 0)
+        this.log.info({ changes }, "cluster network partly updated");
+      if (errors.length > 0) throw new Error(errors.join("; "));
       this.lastError = undefined;
       this.o.metrics?.clusterNetworkApplied(
         resync && changes.length > 0 ? "repaired" : "ok",
