@@ -33,6 +33,39 @@ import { until } from "../support/until.js";
 const eventually = <T>(probe: () => T | undefined | null | false, what: string) =>
   until(probe, what, 30_000);
 
+/** A ClusterIP on port 80 of one endpoint at CONTAINER_PORT, in kube-proxy's nftables-mode shape. */
+function kubeProxyNftables(services: { name: string; ip: string; endpoint: string }[]): string {
+  const chains = services.flatMap((svc) => [
+    `  chain service-${svc.name} {\n    jump endpoint-${svc.name}\n  }`,
+    `  chain endpoint-${svc.name} {`,
+    `    ip saddr ${svc.endpoint} jump mark-for-masquerade`,
+    `    meta l4proto tcp dnat to ${svc.endpoint}:${CONTAINER_PORT}`,
+    "  }",
+  ]);
+  const elements = services.map((svc) => `${svc.ip} . tcp . 80 : goto service-${svc.name}`);
+  return [
+    "table ip kube-proxy {",
+    '  comment "rules for kube-proxy"',
+    "  chain mark-for-masquerade {\n    mark set mark or 0x4000\n  }",
+    "  chain masquerading {",
+    "    meta mark & 0x4000 == 0 return",
+    "    meta mark set meta mark xor 0x4000",
+    "    masquerade fully-random",
+    "  }",
+    ...chains,
+    "  map service-ips {",
+    "    type ipv4_addr . inet_proto . inet_service : verdict",
+    `    elements = { ${elements.join(", ")} }`,
+    "  }",
+    "  chain services {\n    ip daddr . meta l4proto . th dport vmap @service-ips\n  }",
+    "  chain nat-prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n    jump services\n  }",
+    "  chain nat-output {\n    type nat hook output priority -100; policy accept;\n    jump services\n  }",
+    "  chain nat-postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n    jump masquerading\n  }",
+    "}",
+    "",
+  ].join("\n");
+}
+
 interface Member {
   node: TestNode;
   h: DriverHarness;
@@ -444,7 +477,7 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     );
   });
 
-  it("Services through kube-proxy's DNAT rules: to a pod on another node, to one on the same bridge, and back to the client itself (hairpin)", async () => {
+  it("Services through kube-proxy's DNAT rules (iptables and nftables modes): to a pod on another node, to one on the same bridge, and back to the client itself (hairpin)", async () => {
     const ns = a().node.netns;
     const srv = members.map(
       () => undefined as Awaited<ReturnType<typeof startPodServer>> | undefined,
@@ -515,9 +548,21 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
       expect(ul.tcpFrom(client, "10.96.0.13", 80), "hairpin off").to.equal("");
       inNs(ns, ["ip", "link", "set", port, "type", "bridge_slave", "hairpin", "on"]);
       expect(ul.tcpFrom(client, "10.96.0.13", 80)).to.equal("a1");
+      // The same Services as kube-proxy's nftables mode writes them.
+      inNs(ns, ["iptables", "-t", "nat", "-F"]);
+      expect(ul.tcpFrom(client, "10.96.0.11", 80), "no rules, no Service").to.equal("");
+      const nft = spawnSync("ip", ["netns", "exec", ns, "nft", "-f", "-"], {
+        input: kubeProxyNftables(services),
+        encoding: "utf8",
+      });
+      expect(nft.status, nft.stderr).to.equal(0);
+      expect(ul.tcpFrom(client, "10.96.0.11", 80), "nftables: node-b's pod").to.equal("b1");
+      expect(ul.tcpFrom(client, "10.96.0.12", 80), "nftables: same bridge").to.equal("a2");
+      expect(ul.tcpFrom(client, "10.96.0.13", 80), "nftables: itself").to.equal("a1");
     } finally {
       for (const c of srv) await stopPodServer(c);
       inNs(ns, ["iptables", "-t", "nat", "-F"]);
+      inNs(ns, ["nft", "delete", "table", "ip", "kube-proxy"]);
     }
   });
 });
