@@ -87,12 +87,12 @@ function routeTo(ns: string, dst: string) {
 
 function vxlanInfo(
   ns: string,
-): { mac: string; vni: number; port: number; local: string } | undefined {
+): { mac: string; vni: number; port: number; local: string; mtu: number } | undefined {
   const r = inNs(ns, ["ip", "-j", "-d", "link", "show", VXLAN_DEVICE]);
   if (r.status !== 0) return undefined;
   const l = JSON.parse(r.stdout)[0];
   const d = l.linkinfo.info_data;
-  return { mac: l.address, vni: d.id, port: d.port, local: d.local };
+  return { mac: l.address, vni: d.id, port: d.port, local: d.local, mtu: l.mtu };
 }
 
 function fdb(ns: string): Array<{ mac: string; dst: string }> {
@@ -330,6 +330,12 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     await eventually(
       () => fdb(a().node.netns).some((e) => e.dst === b().node.address),
       "node-b's forwarding entry put back",
+    );
+    // The pods keep the network's MTU of 1500, over an underlay of 1500: the operator is told.
+    expect(vxlanInfo(a().node.netns)?.mtu).to.equal(1450);
+    await eventually(
+      () => a().h.logs.includes("pods' MTU 1500 is more than midokube-vxlan's 1450"),
+      "the MTU warning",
     );
     const before = txPackets(a().node.netns, VXLAN_DEVICE);
     expect(pingFrom(a().h.netnsName(1), b().pod)).to.equal(true);

@@ -96,19 +96,21 @@ function onAnyOf(subnets: readonly string[], ip: string): boolean {
   });
 }
 
-/** Whether any network runs the built-in plugin on the kernel datapath. */
-export function usesKernelDatapath(cfg: DriverConfig): boolean {
+/** The MTUs of the networks whose built-in plugin runs on the kernel datapath; none: not active. */
+export function kernelDatapathMtus(cfg: DriverConfig): number[] {
+  const mtus: number[] = [];
   for (const list of cfg.networks.values()) {
     for (const p of list.plugins) {
       if (p.type !== MIDONET_PLUGIN_TYPE) continue;
       try {
-        if (readMidonetConfig(p.raw as Record<string, unknown>).datapath === "kernel") return true;
+        const conf = readMidonetConfig(p.raw as Record<string, unknown>);
+        if (conf.datapath === "kernel") mtus.push(conf.mtu);
       } catch {
         // The load validated it; a plugin that does not read is not ours to act on.
       }
     }
   }
-  return false;
+  return mtus;
 }
 
 /** How a route reads in the log. */
@@ -138,6 +140,7 @@ export class ClusterNetwork {
   /** What the last plan applied holds (kept while the Nodes are not known). */
   private counts = { hostGwRoutes: 0, vxlanRoutes: 0, unroutedNodes: 0 };
   private forwardingError: string | undefined;
+  private mtuWarning: string | undefined;
   private lastError: string | undefined;
   private readonly annotation: NodeMacAnnotation;
   /** Runs started since start. */
@@ -214,7 +217,8 @@ export class ClusterNetwork {
     if (!cfg || this.closed) return;
     try {
       const settings = readClusterNetworkSettings(cfg.settings);
-      const active = usesKernelDatapath(cfg);
+      const podMtus = kernelDatapathMtus(cfg);
+      const active = podMtus.length > 0;
       const changes: string[] = [];
       // Each part on its own: nft missing must not keep the routes from being made.
       const errors: string[] = [];
@@ -225,7 +229,11 @@ export class ClusterNetwork {
         });
       const s = active ? settings : undefined;
       const masquerading = await part("masquerade", this.masquerade(s, resync, changes), false);
-      const routed = await part("routes to other nodes", this.crossNode(s, changes), false);
+      const routed = await part(
+        "routes to other nodes",
+        this.crossNode(s, changes, Math.max(0, ...podMtus)),
+        false,
+      );
       if (masquerading || routed) await this.forwarding(changes);
       if (changes.length > 0 && errors.length > 0)
         this.log.info({ changes }, "cluster network partly updated");
@@ -304,6 +312,7 @@ export class ClusterNetwork {
   private async crossNode(
     s: ClusterNetworkSettings | undefined,
     changes: string[],
+    podMtu: number,
   ): Promise<boolean> {
     const off = !s || s.crossNode === "none";
     if (!off && (!this.nodes || !this.o.nodeName)) return false; // not known yet: leave all be
@@ -344,6 +353,12 @@ export class ClusterNetwork {
       const local = plan.vxlan.local;
       const mtu = ((await mtuOfInterfaceWith(local)) ?? 1500) - VXLAN_OVERHEAD;
       const made = await ensureVxlan({ ...plan.vxlan, mtu });
+      const tooBig =
+        plan.routes.some((r) => r.dev === VXLAN_DEVICE) && podMtu > mtu
+          ? `pods' MTU ${podMtu} is more than ${VXLAN_DEVICE}'s ${mtu}: packets that large to pods on nodes reached over VXLAN are dropped; set the network's "mtu" to ${mtu}`
+          : undefined;
+      if (tooBig && tooBig !== this.mtuWarning) this.log.warn(tooBig);
+      this.mtuWarning = tooBig;
       changes.push(...made.map((c) => `${VXLAN_DEVICE}: ${c}`));
       await this.syncEntries(plan, changes);
       // A Node registered again has lost the annotation this process wrote.
