@@ -446,12 +446,19 @@ export class DriverService {
   }
 }
 
+/** The driver's refusal of a call while it is not ready: nothing was done, the call may come again. */
+class NotReadyError extends CniError {
+  constructor(reasons: string[]) {
+    super(
+      ErrorCode.TryAgainLater,
+      `cni-driver is not ready: ${reasons.join("; ")}`,
+      NOT_READY_DETAILS,
+    );
+  }
+}
+
 function notReady(reasons: string[]): CniError {
-  return new CniError(
-    ErrorCode.TryAgainLater,
-    `cni-driver is not ready: ${reasons.join("; ")}`,
-    NOT_READY_DETAILS,
-  );
+  return new NotReadyError(reasons);
 }
 
 /** Never a code that reads as success (0) or does not fit the wire's uint32: those go as 999. */
@@ -462,7 +469,12 @@ export function toWireError(e: CniError): WireCniError {
       msg: `${e.message} (error code ${e.code})`,
       details: e.details,
     };
-  return { code: e.code, msg: e.message, details: e.details };
+  return {
+    code: e.code,
+    msg: e.message,
+    details: e.details,
+    not_ready: e instanceof NotReadyError,
+  };
 }
 
 function activeConfig(cfg: DriverConfig): CniStatusResponse["config"] {

@@ -29,6 +29,7 @@ static void transport_error(struct driver_answer *ans, const char *socket, int s
 
 static void set_driver_error(struct driver_answer *ans, const Cnidriver__V1__CniError *e) {
   if (!e || e->code == 0) return;
+  ans->not_ready = e->not_ready;
   cni_fail_take(&ans->error, e->code, xstrdup(e->msg ? e->msg : ""),
                 xstrdup(e->details ? e->details : ""));
 }

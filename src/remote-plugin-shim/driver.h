@@ -19,14 +19,13 @@
 
 enum driver_method { SET_UP_POD, TEAR_DOWN_POD, CHECK_POD, CNI_STATUS, GARBAGE_COLLECT };
 
-/* What the driver says when it is not ready yet (src/wire/types.ts NOT_READY_DETAILS). */
-#define NOT_READY_DETAILS "cni-driver not ready"
 /* How long connect(2) may wait for room in the driver's listen backlog. */
 #define CONNECT_TIMEOUT_MS 2000
 
 struct driver_answer {
   struct cni_error error; /* code 0: the call succeeded */
   bool transport_error;   /* no CNI answer came from the driver */
+  bool not_ready;         /* the driver refused the call as not ready: it did nothing */
   char *result_json;      /* SetUpPod's result, on success */
   /* GarbageCollect: every error after the first, as "code: msg". */
   char **more_errors;

@@ -219,9 +219,7 @@ static bool cmd_del(const struct invocation *c, struct cni_error *err) {
     driver_answer_free(&ans);
     return true;
   }
-  bool cannot_take =
-      ans.error.code == CNI_TRY_AGAIN_LATER &&
-      (ans.transport_error || (ans.error.details && strcmp(ans.error.details, NOT_READY_DETAILS) == 0));
+  bool cannot_take = ans.error.code == CNI_TRY_AGAIN_LATER && (ans.transport_error || ans.not_ready);
   if (!cannot_take) {
     *err = ans.error;
     memset(&ans.error, 0, sizeof ans.error);

@@ -10,18 +10,15 @@ export const API_VERSION = 1;
 
 export const SERVICE_PATH = "/cnidriver.v1.CNIDriver";
 
-/**
- * The `details` of the driver's "not ready" answer (code 11). On DEL the shim
- * queues the teardown for the driver to replay on this answer, as when the
- * driver cannot be reached; any other code 11 from a driver that answered (a
- * chained plugin that timed out) is the DEL's outcome, which the runtime retries.
- */
+/** The `details` of the driver's "not ready" answer (code 11, `not_ready` set), for people. */
 export const NOT_READY_DETAILS = "cni-driver not ready";
 
 export interface WireCniError {
   code: number;
   msg: string;
   details: string;
+  /** The driver refused the call because it is not ready (the proto says what follows). */
+  not_ready?: boolean;
 }
 
 export interface KeyValue {

@@ -268,11 +268,22 @@ describe("cni-driver-shim: its transport against real and broken servers (integr
     it("the driver's not-ready answer: exit 0, the teardown queued", async () => {
       await grpcServer({
         TearDownPod: (_call, cb) =>
-          cb(null, { error: { code: 11, msg: "not ready", details: NOT_READY_DETAILS } }),
+          cb(null, {
+            error: { code: 11, msg: "not ready", details: NOT_READY_DETAILS, not_ready: true },
+          }),
       });
       const r = await run("DEL", conf("1.0.0"));
       expect([r.status, r.stdout]).to.deep.equal([0, ""]);
       expect(queued()).to.deep.equal(["_default-c0ffee-eth0.json"]);
+    });
+
+    it("code 11 with the not-ready wording but not the driver's not_ready flag: the DEL fails, nothing queued", async () => {
+      await grpcServer({
+        TearDownPod: (_call, cb) =>
+          cb(null, { error: { code: 11, msg: "not ready", details: NOT_READY_DETAILS } }),
+      });
+      expectCniError(await run("DEL", conf("1.0.0")), 11, /^not ready$/);
+      expect(queued()).to.deep.equal([]);
     });
 
     it("any other code 11 from a driver that answered (a chained plugin timed out): the DEL fails with it, nothing queued", async () => {

@@ -28,7 +28,7 @@ const LOADER_OPTIONS_TEXT =
 
 /** Every message of the contract, its fields in proto syntax, by number. */
 const CONTRACT: Record<string, string[]> = {
-  CniError: ["uint32 code = 1", "string msg = 2", "string details = 3"],
+  CniError: ["uint32 code = 1", "string msg = 2", "string details = 3", "bool not_ready = 4"],
   KeyValue: ["string key = 1", "string value = 2"],
   PodIdentity: ["string namespace = 1", "string name = 2", "string uid = 3"],
   PodRequest: [
@@ -547,7 +547,12 @@ describe("proto/cni_driver.proto", () => {
         ]);
 
         const status = await call(client, "CniStatus", { api_version: 1 });
-        expect(status.error).to.deep.equal({ code: 50, msg: "no config loaded", details: "" });
+        expect(status.error).to.deep.equal({
+          code: 50,
+          msg: "no config loaded",
+          details: "",
+          not_ready: false,
+        });
         expect(status).to.deep.include({ ready: false, api_version: 1 });
       } finally {
         client.close();
