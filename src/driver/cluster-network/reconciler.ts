@@ -141,10 +141,7 @@ export class ClusterNetwork {
   private counts = { hostGwRoutes: 0, vxlanRoutes: 0, unroutedNodes: 0 };
   private forwardingError: string | undefined;
   private mtuWarning: string | undefined;
-  private lastError: string | undefined;
   private readonly annotation: NodeMacAnnotation;
-  /** Runs started since start. */
-  runs = 0;
 
   constructor(private readonly o: ClusterNetworkOptions) {
     this.log = o.logger.child({ component: "cluster-network" });
@@ -199,11 +196,6 @@ export class ClusterNetwork {
     this.loop.restart();
   }
 
-  /** The last run's failure, until one works. */
-  get error(): string | undefined {
-    return this.lastError;
-  }
-
   async stop(): Promise<void> {
     this.closed = true;
     this.annotation.stop();
@@ -213,7 +205,6 @@ export class ClusterNetwork {
 
   private async run(resync: boolean): Promise<void> {
     const cfg = this.cfg;
-    this.runs++;
     if (!cfg || this.closed) return;
     try {
       const settings = readClusterNetworkSettings(cfg.settings);
@@ -238,7 +229,6 @@ export class ClusterNetwork {
       if (changes.length > 0 && errors.length > 0)
         this.log.info({ changes }, "cluster network partly updated");
       if (errors.length > 0) throw new Error(errors.join("; "));
-      this.lastError = undefined;
       this.o.metrics?.clusterNetworkApplied(
         resync && changes.length > 0 ? "repaired" : "ok",
         this.counts,
@@ -250,11 +240,10 @@ export class ClusterNetwork {
         );
       this.loop.succeeded();
     } catch (err) {
-      this.lastError = err instanceof Error ? err.message : String(err);
       this.o.metrics?.clusterNetworkApplied("failed");
       const delay = this.loop.failed();
       this.log.error(
-        { retryInMs: delay, err: this.lastError },
+        { retryInMs: delay, err: err instanceof Error ? err.message : String(err) },
         "applying the cluster network failed",
       );
     }
