@@ -187,6 +187,9 @@ describe("host install: the host conflist only once the driver is ready (integra
     expect(status.api_version, "the driver answers").to.equal(1);
     expect(status.not_ready_reasons.join()).to.contain("no valid network configuration");
     expect(status.ready).to.equal(false);
+    // Its refusal of a pod call says so in the proto's field, which the shim's DEL reads.
+    const del = await h.client.tearDownPod(h.podRequest("not-ready"), { timeoutMs: 2000 });
+    expect(del.error).to.deep.include({ code: 11, not_ready: true });
     await sleep(1500);
     expect(existsSync(join(confDir, HOST_CONFLIST_NAME))).to.equal(false);
     expect(h.running, "the driver is still running").to.equal(true);
