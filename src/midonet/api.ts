@@ -1,5 +1,6 @@
 /**
- * A typed client for the MidoNet REST API subset we use (reference/midonet.md §4).
+ * A typed client for the subset of MidoNet's REST API (5.x) that we use: the
+ * resources, media types and paths in resources.ts.
  *
  * What the original integration lacked and this client adds: a timeout on every
  * attempt, retries with exponential backoff and jitter on 5xx, network errors and

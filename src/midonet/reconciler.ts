@@ -837,9 +837,9 @@ export class Reconciler {
 }
 
 /**
- * What deleting `gone` does to `other` in MidoNet (reference/midonet.md §4,
- * "Cascades"): "gone" with it, "changed" (a filter reference cleared, a MAC
- * entry whose port went), or "none".
+ * What deleting `gone` does to `other` in MidoNet (its cascades, which
+ * test/support/midonet-simulator.ts reproduces): "gone" with it, "changed" (a
+ * filter reference cleared, a MAC entry whose port went), or "none".
  */
 function cascade(
   gone: MidonetObject,

@@ -1,5 +1,5 @@
 /**
- * An in-memory MidoNet REST API (the subset in reference/midonet.md section 4),
+ * An in-memory MidoNet REST API (the 5.x subset the controller uses),
  * served over real HTTP on 127.0.0.1. MidoNet itself cannot be installed here,
  * so this simulator answers the way the MidoNet cluster does, errors included:
  * 401 without a valid token, 404 for a missing object or referent, 409 for

@@ -1,5 +1,6 @@
 /**
- * The MidoNet API simulator against reference/midonet.md §4, driven over real
+ * The MidoNet API simulator against MidoNet's REST API (5.x) as the cluster
+ * answers it (see test/support/midonet-simulator.ts), driven over real
  * HTTP on 127.0.0.1 with raw requests (no client), so every status, header and
  * body is the simulator's own.
  */
