@@ -12,9 +12,6 @@
  * exponent below 1e-6 and from 1e21 up.
  */
 
-/** A `[]byte` field: written as standard base64 with padding. */
-export type GoBytes = Uint8Array;
-
 const HTML_UNSAFE = /[<>&\u2028\u2029]/g;
 
 function escapeHtml(jsonText: string): string {

@@ -61,18 +61,6 @@ function unsupportedVersion(v: unknown): CniError {
   );
 }
 
-export function isResult100(result: AnyResult): result is Result100 {
-  return familyOf(result) === "1";
-}
-
-export function isResult040(result: AnyResult): result is Result040 {
-  return familyOf(result) === "0.3";
-}
-
-export function isResult020(result: AnyResult): result is Result020 {
-  return familyOf(result) === "0.1";
-}
-
 // ---- reading ---------------------------------------------------------------------
 
 /** A decoding failure naming the field, as a CNI error with code 6. */

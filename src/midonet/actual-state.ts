@@ -41,7 +41,6 @@ import type {
   MacPort,
   MidonetObject,
   Port,
-  ResourceKind,
   Route,
   Router,
   RouterPort,
@@ -382,9 +381,6 @@ function hiddenEntries(
  *   Reported, left alone.
  */
 export type Comparison = "same" | "update" | "replace" | "drift";
-
-/** Kinds MidoNet updates in place with PUT (and we do). */
-export const PUT_KINDS: ReadonlySet<ResourceKind> = new Set(["Router", "Bridge", "Port"]);
 
 const orNull = (v: unknown): unknown => (v === undefined ? null : v);
 

@@ -68,7 +68,6 @@ export const COLLECTION_MEDIA_TYPES: Readonly<Record<ResourceKind, string>> = Ob
 
 export const APPLICATION_MEDIA_TYPE = mediaType("Application", 5);
 export const TOKEN_MEDIA_TYPE = mediaType("Token", 1);
-export const ERROR_MEDIA_TYPE = mediaType("Error", 1);
 
 // ---------------------------------------------------------------------------
 // Resources
@@ -337,7 +336,6 @@ export function macToPathSegment(mac: string): string {
   return mac.replaceAll(":", "-");
 }
 
-export const applicationPath = (): string => "/";
 export const loginPath = (): string => "/login";
 
 export const tunnelZonesPath = (): string => "/tunnel_zones";

@@ -163,13 +163,6 @@ export function startNetlink(): Promise<string> {
   return worker().ready;
 }
 
-/** Stops the worker (its sockets close with it). Tests; the process needs no call. */
-export async function stopNetlink(): Promise<void> {
-  const w = current;
-  current = undefined;
-  if (w) await w.terminate();
-}
-
 async function call<T>(op: NetlinkOpName, ...args: unknown[]): Promise<T> {
   const w = worker();
   await w.ready;

@@ -21,7 +21,6 @@ export const NLMSG_ERROR = 2;
 export const NLMSG_DONE = 3;
 
 export const NLM_F_REQUEST = 0x01;
-export const NLM_F_MULTI = 0x02;
 export const NLM_F_ACK = 0x04;
 export const NLM_F_DUMP_INTR = 0x10;
 export const NLM_F_DUMP = 0x300;
