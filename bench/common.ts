@@ -167,6 +167,17 @@ export function socketSide<Label extends string>(
   };
 }
 
+/** The driver's side of a bench: pod `p` as a kubelet names it, eth0 in its netns. */
+export function driverSide(h: DriverHarness): Side<"driver"> {
+  const request = (p: Pod): Partial<PodRequest> => ({
+    pod: { namespace: "bench", name: p.name, uid: "" },
+    container_id: p.containerId,
+    netns: p.netnsPath,
+    ifname: "eth0",
+  });
+  return socketSide("driver", "d", h, request);
+}
+
 // ---------------------------------------------------------------------------
 // The reference chain
 
@@ -527,13 +538,15 @@ export class BenchRun {
 
   /**
    * The life of a run: the reference chain's temp root, Ctrl-C handling, the
-   * spawn floor, a driver started (with `driverFlags`), then `measure`; then what is left is
+   * spawn floor, a driver started (with `driverFlags`; with `driverNode`, the compiled
+   * dist/ on that Node, as the image runs it), then `measure`; then what is left is
    * counted, and everything removed (also after a failure). Resolves with the
    * exit code.
    */
   async session(
     measure: (s: Session) => Promise<void>,
     driverFlags: readonly string[] = [],
+    driverNode?: string,
   ): Promise<number> {
     const o = this.settings;
     const reference = new ReferenceChain(o.referenceOctet, o.tempPrefix, this.tag);
@@ -542,7 +555,11 @@ export class BenchRun {
     const started = new Date();
     try {
       const floorMs = await spawnFloorMs();
-      harness = new DriverHarness({ subnetOctet: o.driverOctet, extraFlags: [...driverFlags] });
+      harness = new DriverHarness({
+        subnetOctet: o.driverOctet,
+        extraFlags: [...driverFlags],
+        ...(driverNode ? { nodeBinary: driverNode } : {}),
+      });
       await harness.writeDefaultConfig();
       await harness.start();
       await measure({ harness, reference, started, floorMs });

@@ -16,11 +16,11 @@
  * Everything it makes (driver root, namespaces, veths, leases) carries a random
  * tag and is removed at the end, also on failure or Ctrl-C.
  */
-import type { PodRequest } from "../src/wire/types.js";
-import { type DriverHarness, sleep } from "../test/support/driver-harness.js";
+import { sleep } from "../test/support/driver-harness.js";
 import {
   BenchRun,
   type Side as BenchSide,
+  driverSide,
   emptyRoundSamples,
   fmt,
   option,
@@ -29,7 +29,6 @@ import {
   printColumns,
   type RoundSamples,
   say,
-  socketSide,
   throughput,
 } from "./common.js";
 
@@ -69,17 +68,7 @@ const bench = new BenchRun({
 });
 
 // ---------------------------------------------------------------------------
-// The two sides
-
-function driverSide(h: DriverHarness): Side {
-  const request = (p: Pod): Partial<PodRequest> => ({
-    pod: { namespace: "bench", name: p.name, uid: "" },
-    container_id: p.containerId,
-    netns: p.netnsPath,
-    ifname: "eth0",
-  });
-  return socketSide("driver", "d", h, request);
-}
+// The two sides (the driver's: driverSide in common.ts)
 
 function makePods(side: Side, level: number, round: number | string, count: number): Pod[] {
   const pods = Array.from({ length: count }, (_, i) =>

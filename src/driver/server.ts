@@ -22,6 +22,7 @@ import type pino from "pino";
 import { dialUnixSocket } from "../common/health.js";
 import { MAX_GRPC_MESSAGE_BYTES } from "../wire/message-size.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
+import { idleCollector } from "./idle-gc.js";
 import type { DriverService } from "./service.js";
 
 export interface ConnectionLimits {
@@ -95,7 +96,11 @@ export async function prepareSocketPath(socketPath: string): Promise<void> {
 export interface GrpcServerOptions {
   logger: pino.Logger;
   limits?: ConnectionLimits;
+  /** A garbage collection once this long passes without a call ending (idle-gc.ts); 0: never. */
+  idleGcMs?: number;
 }
+
+const DEFAULT_IDLE_GC_MS = 2_000;
 
 export async function startGrpcServer(
   socketPath: string,
@@ -109,13 +114,26 @@ export async function startGrpcServer(
     // answered with CNI's code 4 rather than refused by gRPC.
     "grpc.max_receive_message_length": MAX_GRPC_MESSAGE_BYTES,
     "grpc.max_connection_idle_ms": limits.idleTimeoutMs,
+    // channelz (gRPC's introspection service) is not served here; its bookkeeping
+    // per connection and call would cost memory and time for nothing.
+    "grpc.enable_channelz": 0,
   });
+  const idleGcMs = opts.idleGcMs ?? DEFAULT_IDLE_GC_MS;
+  const idle = idleGcMs > 0 ? idleCollector(idleGcMs) : undefined;
+  // The start-up (config, recovery) is a burst too.
+  idle?.activity();
   const unary =
     <Req, Res>(fn: (req: Req) => Promise<Res>): grpc.handleUnaryCall<Req, Res> =>
     (call, callback) => {
       fn(call.request).then(
-        (res) => callback(null, res),
-        (err: unknown) => callback({ code: grpc.status.INTERNAL, details: String(err) }),
+        (res) => {
+          callback(null, res);
+          idle?.activity();
+        },
+        (err: unknown) => {
+          callback({ code: grpc.status.INTERNAL, details: String(err) });
+          idle?.activity();
+        },
       );
     };
   server.addService(loadServiceDefinition(), {
@@ -178,10 +196,12 @@ export async function startGrpcServer(
     openConnections: () => open.size,
     close: () =>
       new Promise<void>((resolve) => {
+        idle?.stop();
         listener.close();
         server.tryShutdown(() => resolve());
       }),
     forceClose: () => {
+      idle?.stop();
       listener.close();
       server.forceShutdown();
       for (const socket of open) socket.destroy();

@@ -5,7 +5,7 @@
  * paths or each other. `cleanup()` removes everything, even after a failure.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -21,6 +21,13 @@ import { deleteHostLink, deleteNetns, listNetns, uniqueTag } from "./netns.js";
 import { REFERENCE_PLUGIN_DIR } from "./requirements.js";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
+
+/** The Node flags of the driver's shebang (src/driver/cli.ts): the driver runs with them, as in the image. */
+export const DRIVER_NODE_FLAGS: readonly string[] = (
+  readFileSync(join(REPO_ROOT, "src/driver/cli.ts"), "utf8").split("\n")[0] ?? ""
+)
+  .split(/\s+/)
+  .filter((a) => a.startsWith("--"));
 
 export interface DriverCommand {
   node: string;
@@ -38,6 +45,7 @@ export function driverCommand(args: readonly string[], nodeBinary?: string): Dri
   const entry = nodeBinary
     ? [join(REPO_ROOT, "dist/src/driver/cli.js")]
     : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
+  entry.unshift(...DRIVER_NODE_FLAGS);
   const env = { ...process.env };
   delete env.NODE_EXTRA_CA_CERTS;
   // The suites choose the host-local mode by flag (none: the default); an env twin must not.

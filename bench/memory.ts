@@ -1,0 +1,214 @@
+/**
+ * bench/memory: the driver's resident memory and open descriptors over a long
+ * life, against fixed targets. Points: idle after start; with 110 pods up
+ * (a node's default maxPods); after 3,000 ADD/DEL cycles at concurrency 8; and
+ * after each of four rounds of 110 pods set up and torn down. Descriptors must
+ * come back to the idle count once the pods are gone.
+ *
+ * The driver runs as the image runs it: the compiled dist/ (`npm run build`
+ * first) on this Node, through test/support/driver-harness.ts under a temporary
+ * root. Each figure is read a settle time after the work stops, so memory the
+ * work freed has had a chance to go (V8 collects on its own schedule; nothing
+ * here forces it).
+ *
+ * Run as root: `npm run bench:memory` (optionally `-- --cycles 1000`).
+ * Everything it makes carries a random tag and is removed at the end, also on
+ * failure or Ctrl-C.
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { type DriverHarness, REPO_ROOT, sleep } from "../test/support/driver-harness.js";
+import {
+  BenchRun,
+  driverSide,
+  emptyRoundSamples,
+  fmt,
+  option,
+  printColumns,
+  say,
+} from "./common.js";
+
+const PODS = 110;
+const CYCLES = 3000;
+const CYCLE_CONCURRENCY = 8;
+const ROUNDS = 4;
+/** Network namespaces the cycles reuse: each worker's pods come back to the same few. */
+const CYCLE_NETNS_PER_WORKER = 4;
+/** After work stops and before a figure is read. */
+const SETTLE_MS = 3000;
+
+const MiB = 1024 * 1024;
+const TARGETS = { idle: 60 * MiB, podsUp: 80 * MiB, afterCycles: 100 * MiB };
+
+const bench = new BenchRun({
+  name: "bench/memory",
+  netnsStem: "cnm",
+  driverOctet: 242,
+  referenceOctet: 243,
+  tempPrefix: "cni-driver-bench-mem-",
+  inFlight: "the calls",
+});
+
+interface Sample {
+  point: string;
+  rssBytes: number;
+  fds: number;
+  /** What the figure must stay within, if anything. */
+  targetBytes?: number;
+  /** The descriptors must be back at the idle count. */
+  fdsBackToIdle?: boolean;
+}
+
+/** VmRSS of a process, in bytes. */
+function rssBytes(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(m[1]) * 1024;
+}
+
+function openFds(pid: number): number {
+  return readdirSync(`/proc/${pid}/fd`).length;
+}
+
+async function sample(
+  h: DriverHarness,
+  point: string,
+  extra: Partial<Sample> = {},
+): Promise<Sample> {
+  await sleep(SETTLE_MS);
+  const pid = h.pid as number;
+  const s = { point, rssBytes: rssBytes(pid), fds: openFds(pid), ...extra };
+  process.stderr.write(`  ${point}: ${fmt(s.rssBytes / MiB)} MiB, ${s.fds} descriptors\n`);
+  return s;
+}
+
+/** 110 pods set up at once (concurrency 16), then, after `whileUp`, torn down. */
+async function podsUpAndDown(
+  h: DriverHarness,
+  round: number | string,
+  whileUp?: () => Promise<void>,
+): Promise<void> {
+  const pods = Array.from({ length: PODS }, (_, i) => bench.pod(`p${round}-${i}`));
+  bench.addNetns(pods);
+  const side = driverSide(h);
+  try {
+    await inParallel(pods, 16, (p) => bench.timed("ADD", () => side.add(p)));
+    await whileUp?.();
+    await inParallel(pods, 16, (p) => bench.timed("DEL", () => side.del(p)));
+  } finally {
+    bench.removeNetns(pods.map((p) => p.netns));
+  }
+}
+
+async function inParallel<T>(
+  items: readonly T[],
+  workers: number,
+  fn: (item: T) => Promise<unknown>,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(workers, items.length) }, async () => {
+      while (next < items.length && !bench.stopping) await fn(items[next++] as T);
+    }),
+  );
+}
+
+/**
+ * `cycles` ADD → DEL, `CYCLE_CONCURRENCY` workers at a time, each on its own few
+ * namespaces, with a new container id every cycle (as every new sandbox has).
+ */
+async function cycles(h: DriverHarness, count: number): Promise<void> {
+  const nets = Array.from({ length: CYCLE_CONCURRENCY * CYCLE_NETNS_PER_WORKER }, (_, i) =>
+    bench.pod(`c-${i}`),
+  );
+  bench.addNetns(nets);
+  try {
+    const samples = emptyRoundSamples();
+    const side = driverSide(h);
+    let cycle = 0;
+    // A pass uses each namespace once, for a sandbox never seen before.
+    while (samples.pods < count && !bench.stopping) {
+      const pass = nets.slice(0, Math.min(count - samples.pods, nets.length)).map((p) => ({
+        ...p,
+        containerId: `${p.containerId}x${cycle}`,
+        name: `${p.name}-${cycle++}`,
+      }));
+      const before = samples.pods;
+      await bench.runRound(side, CYCLE_CONCURRENCY, pass, samples);
+      if (samples.pods === before) break; // every call failing: the failures say why
+    }
+  } finally {
+    bench.removeNetns(nets.map((p) => p.netns));
+  }
+}
+
+function verdict(s: Sample, idleFds: number): string {
+  const parts: string[] = [];
+  if (s.targetBytes !== undefined)
+    parts.push(
+      `${s.rssBytes <= s.targetBytes ? "PASS" : "MISS"} ≤ ${fmt(s.targetBytes / MiB, 0)} MiB`,
+    );
+  if (s.fdsBackToIdle) parts.push(`descriptors ${s.fds <= idleFds ? "PASS" : "MISS"} = idle`);
+  return parts.join(", ");
+}
+
+async function main(): Promise<number> {
+  if (!bench.preflight()) return 1;
+  const cli = join(REPO_ROOT, "dist/src/driver/cli.js");
+  if (!existsSync(cli)) {
+    process.stderr.write(`bench/memory: ${cli} is missing: run \`npm run build\` first\n`);
+    return 1;
+  }
+  const cycleCount = Number(option(process.argv.slice(2), "--cycles") ?? CYCLES);
+  return bench.session(
+    async (s) => {
+      const h = s.harness;
+      bench.printHeader(
+        s,
+        `idle; ${PODS} pods up; ${cycleCount} ADD/DEL cycles at c=${CYCLE_CONCURRENCY}; ${ROUNDS} rounds of ${PODS} pods up and down; each figure ${SETTLE_MS / 1000} s after the work stops`,
+        [`driver process: node ${process.version} running dist/src/driver/cli.js`],
+      );
+      const samples: Sample[] = [];
+      const idle = await sample(h, "idle after start", { targetBytes: TARGETS.idle });
+      samples.push(idle);
+      await podsUpAndDown(h, "up", async () => {
+        samples.push(await sample(h, `${PODS} pods up`, { targetBytes: TARGETS.podsUp }));
+      });
+      process.stderr.write(`  ${cycleCount} cycles …\n`);
+      await cycles(h, cycleCount);
+      samples.push(
+        await sample(h, `after ${cycleCount} cycles`, {
+          targetBytes: TARGETS.afterCycles,
+          fdsBackToIdle: true,
+        }),
+      );
+      for (let r = 1; r <= ROUNDS && !bench.stopping; r++) {
+        await podsUpAndDown(h, `r${r}`);
+        samples.push(
+          await sample(h, `after round ${r} of ${PODS} up and down`, {
+            targetBytes: TARGETS.afterCycles,
+            fdsBackToIdle: true,
+          }),
+        );
+      }
+      bench.printStopped();
+      printColumns(
+        ["point", "RSS MiB", "descriptors", "target"],
+        samples.map((x) => [x.point, fmt(x.rssBytes / MiB), String(x.fds), verdict(x, idle.fds)]),
+      );
+      const rounds = samples.filter((x) => x.point.startsWith("after round"));
+      if (rounds.length > 1) {
+        const first = rounds[0] as Sample;
+        const last = rounds.at(-1) as Sample;
+        say(
+          `per round of ${PODS} pods: ${fmt((last.rssBytes - first.rssBytes) / MiB / (rounds.length - 1), 2)} MiB of RSS`,
+        );
+      }
+      say();
+    },
+    [],
+    process.execPath,
+  );
+}
+
+bench.run(main);
