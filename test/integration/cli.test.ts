@@ -1,6 +1,6 @@
 /**
  * The `cni-driver` client commands against a real driver: what they print and
- * how they exit (README "The client"), and bad input answered as a plugin would
+ * how they exit (docs/cli.md), and bad input answered as a plugin would
  * (the CNI error JSON on stdout, exit 1) or as a usage error (exit 2).
  */
 import { join } from "node:path";
