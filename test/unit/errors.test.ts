@@ -20,6 +20,7 @@ describe("CNI error codes on the wire", () => {
       code: 117,
       msg: "no leases",
       details: "",
+      not_ready: false,
     });
   });
 });
