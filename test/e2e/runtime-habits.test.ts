@@ -361,7 +361,12 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
       const del = await execShim(
         shimPath,
         libcniEnv("DEL", rt),
-        libcniStdin(hostPlugin(), { ...inject, prevResult: result }, caps),
+        // An hour-long timeout: answered within the test's own time means it did not wait.
+        libcniStdin(
+          { ...hostPlugin(), timeoutSeconds: 3600 },
+          { ...inject, prevResult: result },
+          caps,
+        ),
       );
       expectSilentSuccess(del);
       expect(footprint(i, address)).to.deep.equal(NOTHING);
@@ -466,7 +471,7 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
     }
   });
 
-  it("DEL while the driver is stopped exits 0 within 2 s; after the restart nothing leaks", async () => {
+  it("DEL while the driver is stopped exits 0 without waiting; after the restart nothing leaks", async () => {
     const i = "stopped";
     try {
       const { rt, caps, inject, result, address } = await addThroughShim(
@@ -481,10 +486,14 @@ describe("e2e: real runtimes' habits, replayed through the built shim", function
       const del = await execShim(
         shimPath,
         libcniEnv("DEL", rt),
-        libcniStdin(hostPlugin(), { ...inject, prevResult: result }, caps),
+        // An hour-long timeout: answered within the test's own time means it did not wait.
+        libcniStdin(
+          { ...hostPlugin(), timeoutSeconds: 3600 },
+          { ...inject, prevResult: result },
+          caps,
+        ),
       );
       expectSilentSuccess(del);
-      expect(del.ms, "milliseconds").to.be.below(2000);
       const queue = join(h.stateDir, DELETION_QUEUE_DIR);
       expect(listDir(queue).filter((f) => f.endsWith(".json"))).to.have.length(1);
 

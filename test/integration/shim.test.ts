@@ -148,21 +148,23 @@ describe("cni-driver-shim: the built executable (integration)", function () {
         writeFileSync(file, "");
         const r = await runShim(env("ADD"), conf({ socket: file, timeoutSeconds: 1 }));
         expectCniError(r, 11, new RegExp(file));
-        expect(r.ms, "milliseconds").to.be.within(900, 5000);
+        expect(String(r.json?.msg)).to.match(/gave up after \d+ attempts? in 1 s\)$/);
+        // Not before its deadline: a loaded machine can only make it later.
+        expect(r.ms, "milliseconds").to.be.at.least(900);
       });
 
       it("CHECK against a missing socket: code 11 after timeoutSeconds", async () => {
         const sock = join(dir, "missing.sock");
         const r = await runShim(env("CHECK"), conf({ socket: sock, timeoutSeconds: 0.5 }));
         expectCniError(r, 11, new RegExp(sock));
-        expect(r.ms).to.be.within(400, 5000);
+        expect(r.ms, "milliseconds").to.be.at.least(400);
       });
 
       it("STATUS: code 50 at once, naming the socket", async () => {
         const sock = join(dir, "missing.sock");
-        const r = await runShim(env("STATUS"), conf({ socket: sock, timeoutSeconds: 30 }));
+        // An hour-long timeout: answered within the test's own time means it did not wait.
+        const r = await runShim(env("STATUS"), conf({ socket: sock, timeoutSeconds: 3600 }));
         expectCniError(r, 50, new RegExp(sock));
-        expect(r.ms).to.be.below(2000);
       });
 
       it("GC: code 11, naming the socket", async () => {
@@ -180,10 +182,12 @@ describe("cni-driver-shim: the built executable (integration)", function () {
             stateDir: state,
             network: "blue",
             cniVersion: "0.4.0",
+            // An hour-long timeout: answered within the test's own time means it did not wait.
+            timeoutSeconds: 3600,
           }),
         );
+        const after = Date.now();
         expectSilentSuccess(r);
-        expect(r.ms).to.be.below(2000);
         const queue = join(state, DELETION_QUEUE_DIR);
         expect(readdirSync(queue)).to.deep.equal(["blue-queued1-net1.json"]);
         const record = parseDeletionRecord(
@@ -202,7 +206,10 @@ describe("cni-driver-shim: the built executable (integration)", function () {
           ["K8S_POD_NAMESPACE", "default"],
           ["K8S_POD_NAME", "p"],
         ]);
-        expect(Date.now() - (record?.queuedAtUnixMs ?? 0)).to.be.below(60_000);
+        expect(record?.queuedAtUnixMs ?? 0, "queued during the DEL").to.be.within(
+          after - r.ms - 1,
+          after,
+        );
       });
 
       it("DEL fails (code 5) when it can neither reach the driver nor queue the deletion", async () => {
@@ -390,7 +397,7 @@ describe("cni-driver-shim: the built executable (integration)", function () {
       }
     });
 
-    it("DEL while the driver is stopped: exit 0 fast, eth0 gone, queued; replayed when the driver starts", async function () {
+    it("DEL while the driver is stopped: exit 0 without waiting, eth0 gone, queued; replayed when the driver starts", async function () {
       this.timeout(60_000);
       const i = "queued";
       createNetns(h.netnsName(i));
@@ -406,9 +413,9 @@ describe("cni-driver-shim: the built executable (integration)", function () {
         const status = await runShim(env("STATUS", i), conf("1.1.0"));
         expectCniError(status, 50, new RegExp(h.socket));
 
-        const del = await runShim(env("DEL", i), conf("1.0.0"));
+        // An hour-long timeout: answered within the test's own time means it did not wait.
+        const del = await runShim(env("DEL", i), conf("1.0.0", { timeoutSeconds: 3600 }));
         expectSilentSuccess(del);
-        expect(del.ms, "milliseconds").to.be.below(2000);
         expect(linkExistsIn(h.netnsName(i)), "eth0 removed by the shim itself").to.equal(false);
         expect(listHostLinks(h.hostVeth(i)), "the host veth went with it").to.deep.equal([]);
         const queue = join(h.stateDir, DELETION_QUEUE_DIR);
