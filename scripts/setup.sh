@@ -26,7 +26,7 @@ APT_PACKAGES=(iproute2 iputils-ping iptables nftables containernetworking-plugin
   debootstrap
   # the native addons (node-gyp: python3, make, a C and C++ compiler) and the native shim
   build-essential python3 pkg-config
-  libnghttp2-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler libmnl-dev)
+  libnghttp2-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
