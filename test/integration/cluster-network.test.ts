@@ -8,7 +8,7 @@
  * through the API while the drivers run, and while one is stopped.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
@@ -16,10 +16,14 @@ import { VTEP_MAC_ANNOTATION } from "../../src/driver/cluster-network/nodes.js";
 import { ROUTE_PROTOCOL } from "../../src/driver/cluster-network/plan.js";
 import { VXLAN_DEVICE } from "../../src/driver/cluster-network/settings.js";
 import {
+  type ClusterMember,
   ClusterUnderlay,
   inNs,
   OUTSIDE_ADDRESS,
+  printMemberLogs,
+  startMembers,
   type TestNode,
+  tearDownCluster,
   UNDERLAY,
 } from "../support/cluster-nodes.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
@@ -66,12 +70,7 @@ function kubeProxyNftables(services: { name: string; ip: string; endpoint: strin
   ].join("\n");
 }
 
-interface Member {
-  node: TestNode;
-  h: DriverHarness;
-  /** The address of the pod set up on it. */
-  pod: string;
-}
+type Member = ClusterMember;
 
 function routes(
   ns: string,
@@ -160,26 +159,15 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
     }
     await configureAll({ crossNode: "host-gw", clusterCidr });
     for (const m of members) server.put("nodes", nodeObject(m));
-    for (const m of members) await m.h.start();
-    for (const m of members) {
-      createNetns(m.h.netnsName(1));
-      const res = await m.h.client.setUpPod(m.h.podRequest(1));
-      expectNoCniError(res);
-      m.pod = (res.result?.ips[0]?.address ?? "").split("/")[0] as string;
-    }
+    await startMembers(members);
   });
 
   afterEach(function () {
     if (this.currentTest?.state !== "failed") return;
-    for (const m of members) console.error(`--- ${m.node.name} log:\n${m.h.logs.slice(-8000)}`);
+    printMemberLogs(members);
   });
 
-  after(async () => {
-    for (const m of members) await m.h.cleanup();
-    await ul?.cleanup();
-    await server?.close();
-    if (root) rmSync(root, { recursive: true, force: true });
-  });
+  after(() => tearDownCluster(members, ul, server, root));
 
   const a = () => members[0] as Member;
   const b = () => members[1] as Member;

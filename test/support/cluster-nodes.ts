@@ -11,10 +11,11 @@
  * `cleanup()`.
  */
 import { type ChildProcess, execFileSync, spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
-import { deleteNetns, listNetns, uniqueTag } from "./netns.js";
+import { type DriverHarness, expectNoCniError } from "./driver-harness.js";
+import { createNetns, deleteNetns, listNetns, uniqueTag } from "./netns.js";
 import { startNetnsScript } from "./pod-server.js";
 
 export const UNDERLAY_PREFIX = 24;
@@ -23,6 +24,11 @@ export const UNDERLAY = "192.0.2";
 export const API_ADDRESS = `${UNDERLAY}.254`;
 export const API_PORT = 6443;
 export const OUTSIDE_ADDRESS = `${UNDERLAY}.200`;
+/** A second subnet (TEST-NET-2) behind a router on the underlay: nodes there are off-link. */
+export const FAR_SUBNET = "198.51.100";
+/** The router's leg on the underlay, and on the far subnet. */
+export const ROUTER_ADDRESS = `${UNDERLAY}.253`;
+export const FAR_ROUTER_ADDRESS = `${FAR_SUBNET}.254`;
 
 function ip(...args: string[]): void {
   execFileSync("ip", args, { stdio: ["ignore", "ignore", "pipe"] });
@@ -42,6 +48,42 @@ export interface TestNode {
   address: string;
 }
 
+/** A node with its driver, and the address of the pod set up on it. */
+export interface ClusterMember {
+  node: TestNode;
+  h: DriverHarness;
+  pod: string;
+}
+
+/** Starts every member's driver, then sets up pod 1 on each and notes its address. */
+export async function startMembers(members: ClusterMember[]): Promise<void> {
+  for (const m of members) await m.h.start();
+  for (const m of members) {
+    createNetns(m.h.netnsName(1));
+    const res = await m.h.client.setUpPod(m.h.podRequest(1));
+    expectNoCniError(res);
+    m.pod = (res.result?.ips[0]?.address ?? "").split("/")[0] as string;
+  }
+}
+
+/** Each driver's last log lines, for a failed test. */
+export function printMemberLogs(members: ClusterMember[]): void {
+  for (const m of members) console.error(`--- ${m.node.name} log:\n${m.h.logs.slice(-8000)}`);
+}
+
+/** Removes everything a cluster test made: drivers and their pods, namespaces, the API, `root`. */
+export async function tearDownCluster(
+  members: ClusterMember[],
+  ul: ClusterUnderlay | undefined,
+  server: { close(): Promise<void> } | undefined,
+  root: string | undefined,
+): Promise<void> {
+  for (const m of members) await m.h.cleanup();
+  await ul?.cleanup();
+  await server?.close();
+  if (root) rmSync(root, { recursive: true, force: true });
+}
+
 /** Node scripts run with the test's Node, without the CA bundle that slows every start. */
 function nodeEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
@@ -55,6 +97,9 @@ export class ClusterUnderlay {
   readonly prefix = `cnt-${this.tag}-`;
   readonly underlay = `${this.prefix}ul`;
   readonly outside = `${this.prefix}out`;
+  /** The router between the underlay and FAR_SUBNET, made by the first `addRoutedNode`. */
+  readonly router = `${this.prefix}rt`;
+  private routerUp = false;
   /** The underlay namespace's own address (the API forwarder's; a router in some tests). */
   readonly apiAddress = API_ADDRESS;
   readonly nodes: TestNode[] = [];
@@ -74,23 +119,22 @@ export class ClusterUnderlay {
 
   /** A namespace with `eth0` on the underlay at `address`. */
   private attach(ns: string, port: string, address: string): void {
+    this.attachTo(this.underlay, "ul", ns, port, address);
+    if (this.routerUp) this.routeFarVia(ns);
+  }
+
+  /** A namespace with `eth0` on `bridge` (in `bridgeNs`) at `address`. */
+  private attachTo(
+    bridgeNs: string,
+    bridge: string,
+    ns: string,
+    port: string,
+    address: string,
+  ): void {
     ip("netns", "add", ns);
     ip("-n", ns, "link", "set", "lo", "up");
-    ip(
-      "-n",
-      ns,
-      "link",
-      "add",
-      "eth0",
-      "type",
-      "veth",
-      "peer",
-      "name",
-      port,
-      "netns",
-      this.underlay,
-    );
-    ip("-n", this.underlay, "link", "set", port, "master", "ul", "up");
+    ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", bridgeNs);
+    ip("-n", bridgeNs, "link", "set", port, "master", bridge, "up");
     ip("-n", ns, "addr", "add", `${address}/${UNDERLAY_PREFIX}`, "dev", "eth0");
     ip("-n", ns, "link", "set", "eth0", "up");
   }
@@ -101,6 +145,37 @@ export class ClusterUnderlay {
     this.attach(node.netns, `p${hostOctet}`, node.address);
     this.nodes.push(node);
     return node;
+  }
+
+  /**
+   * A node namespace on FAR_SUBNET, reached from the underlay only through the
+   * router namespace (forwarding on, one leg on each side): no node on the
+   * underlay shares a subnet with it, nor it with them.
+   */
+  addRoutedNode(name: string, hostOctet: number): TestNode {
+    if (!this.routerUp) this.startRouter();
+    const node = { name, netns: `${this.prefix}${name}`, address: `${FAR_SUBNET}.${hostOctet}` };
+    this.attachTo(this.router, "far", node.netns, `f${hostOctet}`, node.address);
+    ip("-n", node.netns, "route", "add", "default", "via", FAR_ROUTER_ADDRESS);
+    this.nodes.push(node);
+    return node;
+  }
+
+  private startRouter(): void {
+    this.attachTo(this.underlay, "ul", this.router, "rt", ROUTER_ADDRESS);
+    ip("-n", this.router, "link", "add", "far", "type", "bridge");
+    ip("-n", this.router, "link", "set", "far", "up");
+    ip("-n", this.router, "addr", "add", `${FAR_ROUTER_ADDRESS}/${UNDERLAY_PREFIX}`, "dev", "far");
+    execFileSync("ip", ["netns", "exec", this.router, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    this.routerUp = true;
+    // Everything already on the underlay learns the way to the far subnet.
+    for (const ns of [this.underlay, this.outside, ...this.nodes.map((n) => n.netns)]) {
+      this.routeFarVia(ns);
+    }
+  }
+
+  private routeFarVia(ns: string): void {
+    ip("-n", ns, "route", "add", `${FAR_SUBNET}.0/${UNDERLAY_PREFIX}`, "via", ROUTER_ADDRESS);
   }
 
   /**
