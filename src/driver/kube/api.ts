@@ -517,6 +517,9 @@ class SingleObjectWatch {
  */
 class CollectionWatch extends SingleObjectWatch {
   private lastVersions: string | undefined;
+  /** The delivery waiting for the current burst of events to end, and its ListWatch. */
+  private pending: NodeJS.Immediate | undefined;
+  private pendingLw: ListWatchLike | undefined;
 
   constructor(
     o: Omit<ConstructorParameters<typeof SingleObjectWatch>[0], "handlers" | "ref">,
@@ -536,6 +539,24 @@ class CollectionWatch extends SingleObjectWatch {
   protected override deliver(lw: ListWatchLike, listed: boolean): void {
     // A partial list would read as Nodes deleted.
     if (!listed) return;
+    // Each event would hand over (and the handler digest) the whole list:
+    // thousands of Nodes appearing at once would cost the square of their
+    // number. One delivery per burst: after the events already read are in.
+    this.pendingLw = lw;
+    this.pending ??= setImmediate(() => {
+      this.pending = undefined;
+      if (this.pendingLw) this.deliverNow(this.pendingLw);
+    });
+  }
+
+  override async stop(): Promise<void> {
+    if (this.pending) clearImmediate(this.pending);
+    this.pending = undefined;
+    this.pendingLw = undefined;
+    await super.stop();
+  }
+
+  private deliverNow(lw: ListWatchLike): void {
     const all = lw.list();
     const versions = all.map((o) => `${o.metadata?.name}@${o.metadata?.resourceVersion}`).join(",");
     if (versions === this.lastVersions) return;
