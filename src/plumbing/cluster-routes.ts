@@ -75,11 +75,19 @@ function routeSpec(r: PeerRoute): string {
   return `${r.dst} via ${r.via}${r.dev ? ` dev ${r.dev}` : ""}${r.onlink ? " onlink" : ""}`;
 }
 
-/** Adds the route, or replaces the route to the same destination (which must be ours: the caller checks). */
-export async function replacePeerRoute(r: PeerRoute, protocol: number): Promise<void> {
-  await ipBatch([`route replace ${routeSpec(r)} table main proto ${protocol}`], {
-    ipv6: familyOf(r.dst) === 6,
-  });
+/**
+ * Adds each route, or replaces the route to the same destination (which must
+ * be ours: the caller checks). Several routes of one family in one `ip -batch` (one exec, not one each:
+ * a thousand Nodes appearing at once are a thousand routes). It stops at the
+ * first refused line, the ones before it applied; the caller's next run
+ * finishes the rest.
+ */
+export async function replacePeerRoutes(routes: PeerRoute[], protocol: number): Promise<void> {
+  if (routes.length === 0) return;
+  await ipBatch(
+    routes.map((r) => `route replace ${routeSpec(r)} table main proto ${protocol}`),
+    { ipv6: familyOf(routes[0]?.dst ?? "") === 6 },
+  );
 }
 
 /** Deletes our route to `dst` (only one of `protocol`); one already gone is fine. */

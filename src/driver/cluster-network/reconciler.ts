@@ -26,7 +26,7 @@ import {
   listOnLinkSubnets,
   listRoutesByProtocol,
   type PeerRoute,
-  replacePeerRoute,
+  replacePeerRoutes,
 } from "../../plumbing/cluster-routes.js";
 import { deleteNftTable, replaceNftTable } from "../../plumbing/nftables.js";
 import { enableIpv4Forwarding } from "../../plumbing/node-link.js";
@@ -421,6 +421,7 @@ export class ClusterNetwork {
           .filter((r) => r.protocol !== String(ROUTE_PROTOCOL) && !haveDst.has(r.dst))
           .map((r) => [r.dst, r]),
       );
+      const ours: typeof missing = [];
       for (const r of missing) {
         const other = foreign.get(r.dst);
         if (other) {
@@ -430,7 +431,10 @@ export class ClusterNetwork {
           );
           continue;
         }
-        await replacePeerRoute(r, ROUTE_PROTOCOL);
+        ours.push(r);
+      }
+      await replacePeerRoutes(ours, ROUTE_PROTOCOL);
+      for (const r of ours) {
         changes.push(`route ${describeRoute(r)} (node ${plan.nodeOf.get(r.dst)}) set`);
       }
     }
