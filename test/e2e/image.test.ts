@@ -251,13 +251,18 @@ describe("e2e: the image runs as the DaemonSet says", function () {
 
   it("install-cni, the init container, puts the shim and the reference plugins into the node's bin dir", () => {
     const p = driverSide as Podman;
-    const args = podmanRunArgs(
-      spec,
-      containerOf(spec, "install-cni"),
-      runContext(`${driverName}-init`),
+    const name = `${driverName}-init`;
+    const args = podmanRunArgs(spec, containerOf(spec, "install-cni"), runContext(name));
+    // Started detached and waited for, as kubelet runs an init container to completion:
+    // an attached `podman run --rm` of a container that exits at once can hang in
+    // podman 4.3's clean-up (seen once in a CI run: killed after 120 s).
+    p.must(["run", "-d", ...args], 120_000);
+    const waited = p.must(["wait", name], 120_000);
+    const logs = p.run(["logs", name]);
+    p.run(["rm", "-f", name]);
+    expect(waited, `install-cni's exit code; its output: ${logs.stdout}${logs.stderr}`).to.equal(
+      "0",
     );
-    const r = p.run(["run", "--rm", ...args], 120_000);
-    expect(r.status, r.stderr).to.equal(0);
     const bin = (node as NodeMountNamespace).path("/opt/cni/bin");
     expect(readdirSync(bin)).to.include.members(["cni-driver-shim", ...DEFAULT_INSTALLED_PLUGINS]);
     // The shim is the static program: it answers VERSION on the host, outside the image.
