@@ -22,13 +22,13 @@
  * A key of the wrong type or an unusable value is code 7, naming the key.
  */
 
-import { socketPathProblem } from "../wire/socket-path.js";
 import { type CniArgPair, parseCniArgs } from "./args.js";
 import { type EnvRecord, type PluginEnv, parsePluginEnv } from "./env.js";
 import { CniError, ErrorCode } from "./errors.js";
 import { type GcAttachment, parseGcValidAttachments } from "./gc.js";
 import { goTypeName, utf8Text } from "./go-json.js";
 import { validateNetworkName } from "./names.js";
+import { socketPathProblem } from "./socket-path.js";
 import {
   type CniVersion,
   DEFAULT_CONFIG_VERSION,

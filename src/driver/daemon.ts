@@ -13,11 +13,11 @@
  */
 import { readFileSync } from "node:fs";
 import type pino from "pino";
+import { socketPathProblem } from "../cni/socket-path.js";
 import { type FlagSpec, type FlagValues, UsageError } from "../common/flags.js";
 import { dialUnixSocket, startHealthServer } from "../common/health.js";
 import { createLogger, type LogLevel } from "../common/logger.js";
 import { plumbingBackend } from "../plumbing/backend.js";
-import { socketPathProblem } from "../wire/socket-path.js";
 import { BridgeGatewayPruner } from "./bridge-gateways.js";
 import { flockAddon } from "./builtin/host-local/file-lock.js";
 import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "./builtin/host-local/plugin.js";

@@ -17,8 +17,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { expect } from "chai";
+import { MAX_SOCKET_PATH_BYTES } from "../../src/cni/socket-path.js";
 import { versionInfo } from "../../src/cni/versions.js";
-import { MAX_SOCKET_PATH_BYTES } from "../../src/wire/socket-path.js";
 import { ensureShimBuilt } from "../support/runtimes.js";
 import { execShim } from "../support/shim-exec.js";
 import {

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { socketPathProblem } from "../../src/wire/socket-path.js";
+import { socketPathProblem } from "../../src/cni/socket-path.js";
 
 describe("socketPathProblem", () => {
   it("takes a path of 107 bytes and refuses one of 108, counting UTF-8 bytes", () => {
