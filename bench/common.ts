@@ -13,7 +13,7 @@ import { availableParallelism, cpus, release, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { runProcess, spawnBackend } from "../src/driver/plugin-process.js";
+import { runProcess, spawnBackend } from "../src/driver/chain/plugin-process.js";
 import type { PodRequest } from "../src/wire/types.js";
 import { DriverHarness } from "../test/support/driver-harness.js";
 import { deleteHostLink, listNetns, uniqueTag } from "../test/support/netns.js";

@@ -9,8 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse } from "yaml";
 import { createLogger } from "../src/common/logger.js";
-import { DriverClient } from "../src/driver/client.js";
-import { startDriver } from "../src/driver/daemon.js";
+import { startDriver } from "../src/driver/lifecycle/daemon.js";
+import { DriverClient } from "../src/driver/rpc/client.js";
 
 const tag = randomBytes(3).toString("hex");
 const root = mkdtempSync(join(tmpdir(), "cni-driver-demo-"));

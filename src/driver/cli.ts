@@ -15,9 +15,18 @@ import { CniError, ErrorCode } from "../cni/errors.js";
 import { type FlagSpec, parseFlags, UsageError, usage, wantsHelp } from "../common/flags.js";
 import { exitAfterStop, untilStopSignal } from "../common/stop-signal.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
-import { DriverClient } from "./client.js";
-import { driverOptionsFromFlags, driverVersion, SERVE_FLAGS, startDriver } from "./daemon.js";
-import { DEFAULT_INSTALLED_PLUGINS, installExecutable, SHIM_TYPE } from "./host-install.js";
+import {
+  driverOptionsFromFlags,
+  driverVersion,
+  SERVE_FLAGS,
+  startDriver,
+} from "./lifecycle/daemon.js";
+import {
+  DEFAULT_INSTALLED_PLUGINS,
+  installExecutable,
+  SHIM_TYPE,
+} from "./lifecycle/host-install.js";
+import { DriverClient } from "./rpc/client.js";
 
 const SOCKET_FLAG: FlagSpec = {
   name: "socket",

@@ -14,7 +14,7 @@ import {
 import type { ClusterNetworkMetrics, ClusterNetworkOutcome } from "./cluster-network/reconciler.js";
 import type { AnnotationWriteOutcome, PodAnnotationMetrics } from "./kube/pod-annotations.js";
 import type { PodEventMetrics, PodEventOutcome } from "./kube/pod-events.js";
-import type { NodeConnectivityMetrics, NodeLinkOutcome } from "./node-connectivity.js";
+import type { NodeConnectivityMetrics, NodeLinkOutcome } from "./midonet-node/node-connectivity.js";
 
 type Labels = Readonly<Record<string, string>>;
 

@@ -27,7 +27,10 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
-import { DEFAULT_INSTALLED_PLUGINS, HOST_CONFLIST_NAME } from "../../src/driver/host-install.js";
+import {
+  DEFAULT_INSTALLED_PLUGINS,
+  HOST_CONFLIST_NAME,
+} from "../../src/driver/lifecycle/host-install.js";
 import { ensureImage, HOST_IMAGE_STORE, hostStorageDriver } from "../support/cni-driver-image.js";
 import { type ConfigMapData, ConfigMapDir } from "../support/configmap-dir.js";
 import { sleep } from "../support/driver-harness.js";

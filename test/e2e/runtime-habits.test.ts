@@ -3,7 +3,7 @@
  * against a real driver with the Debian portmap chained after the built-in plugin.
  * Each exec is built as the runtime's libcni builds it:
  *
- * - stdin is the host conflist's one plugin object (src/driver/host-install.ts) with
+ * - stdin is the host conflist's one plugin object (src/driver/lifecycle/host-install.ts) with
  *   `name` and `cniVersion` injected, `prevResult` (the cached ADD result) on CHECK
  *   and DEL, and `runtimeConfig` holding the capability args the plugin declares —
  *   re-marshalled by Go, so the keys of every map come out sorted
@@ -25,7 +25,7 @@ import { readdirSync } from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
 import { expect } from "chai";
-import { hostConflist } from "../../src/driver/host-install.js";
+import { hostConflist } from "../../src/driver/lifecycle/host-install.js";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import { DriverHarness, natRulesMentioning, sleep } from "../support/driver-harness.js";
 import { createNetns, deleteNetns, linkIn, listHostLinks } from "../support/netns.js";

@@ -15,8 +15,8 @@ import {
   ConfigSource,
   pluginFinder,
   readConfigDir,
-} from "../../src/driver/config-source.js";
-import type { DriverConfig } from "../../src/driver/network-config.js";
+} from "../../src/driver/config/config-source.js";
+import type { DriverConfig } from "../../src/driver/config/network-config.js";
 import { ConfigMapDir } from "../support/configmap-dir.js";
 
 const CNI_BIN = "/usr/lib/cni";

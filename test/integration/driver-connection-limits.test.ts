@@ -12,7 +12,7 @@ import { readdirSync } from "node:fs";
 import http2 from "node:http2";
 import net from "node:net";
 import { expect } from "chai";
-import { DriverClient } from "../../src/driver/client.js";
+import { DriverClient } from "../../src/driver/rpc/client.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";

@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { expect } from "chai";
 import type { AnyResult } from "../../src/cni/types.js";
+import { contentHash } from "../../src/driver/config/network-config.js";
 import { KubeApiError, kubeConfigSource } from "../../src/driver/kube/api.js";
 import {
   chooseConfigCopy,
@@ -31,7 +32,6 @@ import {
   podInterfaceMac,
 } from "../../src/driver/kube/pod-annotations.js";
 import { EVENT_REASON_SETUP_FAILED, setUpFailedMessage } from "../../src/driver/kube/pod-events.js";
-import { contentHash } from "../../src/driver/network-config.js";
 import type { CniStatusResponse, PodResponse } from "../../src/wire/types.js";
 import { queueDeletion } from "../support/deletion-queue.js";
 import { DriverHarness, expectNoCniError, REPO_ROOT, sleep } from "../support/driver-harness.js";
@@ -242,7 +242,7 @@ describe("driver kube: pure parts", () => {
     const script = [
       'import { register } from "node:module";',
       `register("data:text/javascript,${encodeURIComponent(hook)}");`,
-      `await import(${JSON.stringify(join(REPO_ROOT, "src/driver/daemon.ts"))});`,
+      `await import(${JSON.stringify(join(REPO_ROOT, "src/driver/lifecycle/daemon.ts"))});`,
       `await import(${JSON.stringify(join(REPO_ROOT, "src/driver/kube/integration.ts"))});`,
       'console.log("IMPORTED");',
       `if (process.argv[1] === "connect") await import(${JSON.stringify(join(REPO_ROOT, "src/driver/kube/api.ts"))}).then((m) => m.connectKubeApi({ kind: "kubeconfig", path: "/nonexistent" }, {}).catch(() => {}));`,

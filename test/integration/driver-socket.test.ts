@@ -17,7 +17,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { expect } from "chai";
-import { prepareSocketPath } from "../../src/driver/server.js";
+import { prepareSocketPath } from "../../src/driver/rpc/server.js";
 import { DriverHarness, REPO_ROOT } from "../support/driver-harness.js";
 import { requireReferencePlugins, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";

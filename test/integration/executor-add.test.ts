@@ -10,9 +10,9 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { parseNetworkConfigList } from "../../src/cni/conflist.js";
 import { CniError, ErrorCode } from "../../src/cni/errors.js";
-import { type AttachmentArgs, ChainExecutor } from "../../src/driver/executor.js";
-import type { PluginInvocation } from "../../src/driver/plugin-runner.js";
-import { ResultCache } from "../../src/driver/result-cache.js";
+import { type AttachmentArgs, ChainExecutor } from "../../src/driver/chain/executor.js";
+import type { PluginInvocation } from "../../src/driver/chain/plugin-runner.js";
+import { ResultCache } from "../../src/driver/chain/result-cache.js";
 
 const list = parseNetworkConfigList(
   JSON.stringify({

@@ -11,9 +11,9 @@ import { expect } from "chai";
 import { parseNetworkConfigList } from "../../src/cni/conflist.js";
 import { buildGcStdin } from "../../src/cni/gc.js";
 import { buildStatusStdin } from "../../src/cni/plugin-config.js";
-import { ChainExecutor } from "../../src/driver/executor.js";
-import type { PluginInvocation } from "../../src/driver/plugin-runner.js";
-import { ResultCache } from "../../src/driver/result-cache.js";
+import { ChainExecutor } from "../../src/driver/chain/executor.js";
+import type { PluginInvocation } from "../../src/driver/chain/plugin-runner.js";
+import { ResultCache } from "../../src/driver/chain/result-cache.js";
 
 const CONFLIST = JSON.stringify({
   cniVersion: "1.1.0",

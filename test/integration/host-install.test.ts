@@ -22,7 +22,7 @@ import {
   HOST_CONFLIST_NAME,
   hostConflist,
   installExecutable,
-} from "../../src/driver/host-install.js";
+} from "../../src/driver/lifecycle/host-install.js";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import { DriverHarness, runDriverCli, sleep } from "../support/driver-harness.js";
 import { createNetns, deleteNetns, listHostLinks } from "../support/netns.js";

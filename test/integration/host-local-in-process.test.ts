@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
 import { createHostLocalPlugin } from "../../src/driver/builtin/host-local/plugin.js";
-import { execPlugin, type Verb } from "../../src/driver/plugin-exec.js";
+import { execPlugin, type Verb } from "../../src/driver/chain/plugin-exec.js";
 import { REFERENCE_PLUGIN_DIR, requireReferencePlugins } from "../support/requirements.js";
 
 // ---------------------------------------------------------------------------

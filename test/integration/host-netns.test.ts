@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 
 import { join } from "node:path";
 import { expect } from "chai";
 import { ErrorCode } from "../../src/cni/errors.js";
-import { HOST_NETNS, HostNetnsGuard } from "../../src/driver/host-netns-guard.js";
+import { HOST_NETNS, HostNetnsGuard } from "../../src/driver/rpc/host-netns-guard.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { createNetns, createNodeNetns, deleteNetns, linkIn, uniqueTag } from "../support/netns.js";
 import {

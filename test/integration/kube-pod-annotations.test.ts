@@ -17,7 +17,7 @@ import {
   PodAnnotationQueue,
 } from "../../src/driver/kube/pod-annotations.js";
 import { PodEventRecorder } from "../../src/driver/kube/pod-events.js";
-import type { PodNetworkObserver } from "../../src/driver/service.js";
+import type { PodNetworkObserver } from "../../src/driver/rpc/service.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
 
 const NS = "default";

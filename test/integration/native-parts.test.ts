@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import { loadNativeAddon } from "../../src/common/native-addon.js";
-import { selectSpawnBackend } from "../../src/driver/plugin-process.js";
+import { selectSpawnBackend } from "../../src/driver/chain/plugin-process.js";
 import { encodeGetLink, readExchange } from "../../src/plumbing/netlink/rtnetlink.js";
 import { type NetlinkAddon, NetlinkSession } from "../../src/plumbing/netlink/session.js";
 import { REPO_ROOT } from "../support/driver-harness.js";

@@ -18,12 +18,12 @@ import { expect } from "chai";
 import pino from "pino";
 import { CniError } from "../../src/cni/errors.js";
 import { readMidonetConfig } from "../../src/driver/builtin/midonet-plugin.js";
+import { type DriverConfig, loadDriverConfig } from "../../src/driver/config/network-config.js";
 import { type KubeApi, KubeApiError } from "../../src/driver/kube/api.js";
 import {
   type AnnotationWriteOutcome,
   MAC_ADDRESS_ANNOTATION,
 } from "../../src/driver/kube/pod-annotations.js";
-import { type DriverConfig, loadDriverConfig } from "../../src/driver/network-config.js";
 import {
   NodeConnectivity,
   type NodeConnectivityMetrics,
@@ -31,7 +31,7 @@ import {
   type NodeLinkOutcome,
   type NodeLinkPlan,
   nodeLinkPlan,
-} from "../../src/driver/node-connectivity.js";
+} from "../../src/driver/midonet-node/node-connectivity.js";
 import {
   enableIpv4Forwarding,
   ensureNodeLink,

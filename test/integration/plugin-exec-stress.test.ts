@@ -24,8 +24,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { expect } from "chai";
-import type { Verb } from "../../src/driver/plugin-exec.js";
-import { selectSpawnBackend } from "../../src/driver/plugin-process.js";
+import type { Verb } from "../../src/driver/chain/plugin-exec.js";
+import { selectSpawnBackend } from "../../src/driver/chain/plugin-process.js";
 import {
   type BurstCall,
   type BurstOutcome,
@@ -588,7 +588,7 @@ for (const backend of ["native", "node"] as const)
             planFile,
             resultFile,
             new URL("../support/plugin-spawn.ts", import.meta.url).href,
-            new URL("../../src/driver/plugin-process.ts", import.meta.url).href,
+            new URL("../../src/driver/chain/plugin-process.ts", import.meta.url).href,
           ],
           { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] },
         );

@@ -22,8 +22,8 @@ import {
   execPlugin,
   findPlugin,
   PluginExecError,
-} from "../../src/driver/plugin-exec.js";
-import { selectSpawnBackend } from "../../src/driver/plugin-process.js";
+} from "../../src/driver/chain/plugin-exec.js";
+import { selectSpawnBackend } from "../../src/driver/chain/plugin-process.js";
 import { useSpawn } from "../support/plugin-spawn.js";
 
 const DEBIAN_PLUGINS = "/usr/lib/cni";

@@ -8,7 +8,7 @@
 import { spawnSync } from "node:child_process";
 import { expect } from "chai";
 import { parseCidr } from "../../src/cni/ip.js";
-import { cidrsOverlap, podRangeProblem } from "../../src/driver/pod-range-guard.js";
+import { cidrsOverlap, podRangeProblem } from "../../src/driver/config/pod-range-guard.js";
 import type { CniStatusResponse } from "../../src/wire/types.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { createNetns, createNodeNetns, deleteNetns, uniqueTag } from "../support/netns.js";

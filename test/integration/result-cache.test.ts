@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { type CacheEntryInput, encodeCacheEntry } from "../../src/cni/cache.js";
 import { CniError } from "../../src/cni/errors.js";
-import { ResultCache } from "../../src/driver/result-cache.js";
+import { ResultCache } from "../../src/driver/chain/result-cache.js";
 
 const CONFLIST = '{"cniVersion":"1.0.0","name":"pod-net","plugins":[{"type":"bridge"}]}';
 

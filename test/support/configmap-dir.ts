@@ -1,6 +1,6 @@
 /**
  * A temporary ConfigMap volume for tests, written as kubelet writes one: the
- * writer itself is the driver's (src/driver/configmap-volume.ts), so the tests
+ * writer itself is the driver's (src/driver/config/configmap-volume.ts), so the tests
  * and the driver's own projection of the API copy share one piece of code.
  */
 
@@ -11,14 +11,14 @@ import {
   type ConfigMapData,
   DATA_DIR,
   writeConfigMapDir,
-} from "../../src/driver/configmap-volume.js";
+} from "../../src/driver/config/configmap-volume.js";
 
 export {
   type ConfigMapData,
   DATA_DIR,
   NEW_DATA_DIR,
   writeConfigMapDir,
-} from "../../src/driver/configmap-volume.js";
+} from "../../src/driver/config/configmap-volume.js";
 
 /** A temporary ConfigMap volume for one test. */
 export class ConfigMapDir {

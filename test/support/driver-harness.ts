@@ -11,7 +11,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
-import { DriverClient } from "../../src/driver/client.js";
+import { DriverClient } from "../../src/driver/rpc/client.js";
 import { hostVethName, podVethKey } from "../../src/midonet/host-veth-name.js";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";

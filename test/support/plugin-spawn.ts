@@ -4,8 +4,11 @@
  * so that a burst run in another process reports the same way as one run here.
  */
 import { expect } from "chai";
-import { type ExecRequest, execPlugin } from "../../src/driver/plugin-exec.js";
-import { type SpawnBackendName, selectSpawnBackend } from "../../src/driver/plugin-process.js";
+import { type ExecRequest, execPlugin } from "../../src/driver/chain/plugin-exec.js";
+import {
+  type SpawnBackendName,
+  selectSpawnBackend,
+} from "../../src/driver/chain/plugin-process.js";
 
 /**
  * Selects how plugins are started for a suite; "native" needs the spawn addon

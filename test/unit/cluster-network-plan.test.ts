@@ -10,7 +10,7 @@ import {
   type ClusterNetworkSettings,
   readClusterNetworkSettings,
 } from "../../src/driver/cluster-network/settings.js";
-import { loadDriverConfig } from "../../src/driver/network-config.js";
+import { loadDriverConfig } from "../../src/driver/config/network-config.js";
 
 const settings = (extra: Record<string, unknown> = {}): ClusterNetworkSettings =>
   readClusterNetworkSettings({ clusterCidr: "10.244.0.0/16", ...extra });

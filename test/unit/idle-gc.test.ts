@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { exposedGc, idleCollector } from "../../src/driver/idle-gc.js";
+import { exposedGc, idleCollector } from "../../src/driver/rpc/idle-gc.js";
 import { until } from "../support/until.js";
 
 describe("driver/idle-gc", () => {

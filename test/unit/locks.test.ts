@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { AttachmentLocks, attachmentKey } from "../../src/driver/locks.js";
+import { AttachmentLocks, attachmentKey } from "../../src/driver/chain/locks.js";
 
 interface Deferred<T> {
   promise: Promise<T>;

@@ -44,9 +44,9 @@ import {
   createMidonetPlugin,
   MIDONET_PLUGIN_TYPE,
 } from "../../src/driver/builtin/midonet-plugin.js";
-import { SERVE_FLAGS } from "../../src/driver/daemon.js";
-import { DEFAULT_INSTALLED_PLUGINS } from "../../src/driver/host-install.js";
-import { loadDriverConfig } from "../../src/driver/network-config.js";
+import { loadDriverConfig } from "../../src/driver/config/network-config.js";
+import { SERVE_FLAGS } from "../../src/driver/lifecycle/daemon.js";
+import { DEFAULT_INSTALLED_PLUGINS } from "../../src/driver/lifecycle/host-install.js";
 import { CONTROLLER_FLAGS } from "../../src/midonet/controller/main.js";
 import { requireCommand } from "../support/requirements.js";
 

@@ -4,7 +4,7 @@ import {
   type BuiltinValidator,
   type LoadOptions,
   loadDriverConfig,
-} from "../../src/driver/network-config.js";
+} from "../../src/driver/config/network-config.js";
 import { bridgeMac } from "../../src/plumbing/mac.js";
 import { cniErrorOf } from "../support/cni-error.js";
 

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
 import type { AnyResult } from "../../src/cni/types.js";
-import { toleratedCheckFailure } from "../../src/driver/plugin-bugs.js";
+import { toleratedCheckFailure } from "../../src/driver/chain/plugin-bugs.js";
 
 const v4Only: AnyResult = {
   cniVersion: "1.0.0",

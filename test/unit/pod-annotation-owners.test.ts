@@ -8,6 +8,7 @@ import { expect } from "chai";
 import pino from "pino";
 import { CACHE_KIND_V1 } from "../../src/cni/cache.js";
 import type { AnyResult } from "../../src/cni/types.js";
+import type { ListedAttachment } from "../../src/driver/chain/result-cache.js";
 import {
   type AnnotationOwner,
   AnnotationOwners,
@@ -20,8 +21,7 @@ import {
   PodAnnotationQueue,
 } from "../../src/driver/kube/pod-annotations.js";
 import { PodEventRecorder } from "../../src/driver/kube/pod-events.js";
-import type { ListedAttachment } from "../../src/driver/result-cache.js";
-import type { PodAttachmentInfo } from "../../src/driver/service.js";
+import type { PodAttachmentInfo } from "../../src/driver/rpc/service.js";
 
 const logger = pino({ level: "silent" });
 

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { expandPodCidr } from "../../src/driver/pod-cidr.js";
+import { expandPodCidr } from "../../src/driver/config/pod-cidr.js";
 import { cniErrorOf } from "../support/cni-error.js";
 
 type Json = Record<string, unknown>;

@@ -25,8 +25,8 @@ import {
   inspectPodInterface,
   type PodRoute,
 } from "../../plumbing/pod-interface.js";
-import { DriverErrorCode } from "../error-codes.js";
-import type { BuiltinPlugin, PluginInvocation, RunPlugin } from "../plugin-runner.js";
+import type { BuiltinPlugin, PluginInvocation, RunPlugin } from "../chain/plugin-runner.js";
+import { DriverErrorCode } from "./error-codes.js";
 
 export const MIDONET_PLUGIN_TYPE = "midonet";
 export const DEFAULT_BRIDGE = "midokube-br0";

@@ -5,9 +5,9 @@
  * own Node.
  */
 import { canonicalIp } from "../../cni/ip.js";
+import type { PodCidrs } from "../config/pod-cidr.js";
 import type { KubeObjectView } from "../kube/api.js";
 import { podCidrsOfNode } from "../kube/node-pod-cidrs.js";
-import type { PodCidrs } from "../pod-cidr.js";
 
 /** The Node annotation carrying the MAC of its `midokube-vxlan` device. */
 export const VTEP_MAC_ANNOTATION = "midonet.org/vtep-mac";

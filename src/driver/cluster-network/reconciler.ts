@@ -20,6 +20,8 @@
  */
 import type pino from "pino";
 import { cidrContains, parseCidr, parseIp } from "../../cni/ip.js";
+import type { BackoffPolicy } from "../../common/backoff.js";
+import { SerialLoop } from "../../common/serial-loop.js";
 import {
   deletePeerRoute,
   listMainRoutes,
@@ -40,11 +42,9 @@ import {
   removeVxlan,
 } from "../../plumbing/vxlan.js";
 import { MIDONET_PLUGIN_TYPE, readMidonetConfig } from "../builtin/midonet-plugin.js";
+import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi, ObjectWatch } from "../kube/api.js";
-import type { BackoffPolicy } from "../kube/backoff.js";
 import { NodeMacAnnotation } from "../kube/node-annotation.js";
-import type { DriverConfig } from "../network-config.js";
-import { SerialLoop } from "../serial-loop.js";
 import { type ClusterNode, clusterNodeOf, VTEP_MAC_ANNOTATION } from "./nodes.js";
 import {
   type CrossNodePlan,

@@ -20,8 +20,8 @@
  */
 import type { ApiException, KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import type pino from "pino";
+import { type BackoffPolicy, backoffDelay } from "../../common/backoff.js";
 import { callDeadline } from "../../common/kube-call-deadline.js";
-import { type BackoffPolicy, backoffDelay } from "./backoff.js";
 
 type ClientModule = typeof import("@kubernetes/client-node");
 

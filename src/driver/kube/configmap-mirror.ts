@@ -26,9 +26,9 @@
  */
 import { mkdir, rm } from "node:fs/promises";
 import type pino from "pino";
-import { readConfigDir } from "../config-source.js";
-import { writeConfigMapDir } from "../configmap-volume.js";
-import { contentHash } from "../network-config.js";
+import { readConfigDir } from "../config/config-source.js";
+import { writeConfigMapDir } from "../config/configmap-volume.js";
+import { contentHash } from "../config/network-config.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "./api.js";
 
 export interface ConfigMapRef {

@@ -21,9 +21,10 @@
  */
 import { join } from "node:path";
 import type pino from "pino";
-import type { PodCidrs } from "../pod-cidr.js";
-import type { ListedAttachment } from "../result-cache.js";
-import type { PodAttachmentInfo, PodNetworkObserver } from "../service.js";
+import type { BackoffPolicy } from "../../common/backoff.js";
+import type { ListedAttachment } from "../chain/result-cache.js";
+import type { PodCidrs } from "../config/pod-cidr.js";
+import type { PodAttachmentInfo, PodNetworkObserver } from "../rpc/service.js";
 import { AnnotationOwners, annotationOwnersFromCache } from "./annotation-owners.js";
 import {
   connectKubeApi,
@@ -32,7 +33,6 @@ import {
   type KubeConfigSource,
   kubeConfigSource,
 } from "./api.js";
-import type { BackoffPolicy } from "./backoff.js";
 import { ConfigMapMirror, type ConfigMapRef, parseConfigMapRef } from "./configmap-mirror.js";
 import { NodePodCidrs } from "./node-pod-cidrs.js";
 import {

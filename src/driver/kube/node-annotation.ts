@@ -10,8 +10,8 @@
  * longer than the retries must not leave the Node without its annotation.
  */
 import type pino from "pino";
+import { type BackoffPolicy, backoffDelay } from "../../common/backoff.js";
 import type { KubeApi } from "./api.js";
-import { type BackoffPolicy, backoffDelay } from "./backoff.js";
 import {
   type AnnotationWriteOutcome,
   isRetryable,

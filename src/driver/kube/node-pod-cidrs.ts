@@ -16,7 +16,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
 import { writeFileAtomic } from "../../common/atomic-write.js";
-import type { PodCidrs } from "../pod-cidr.js";
+import type { PodCidrs } from "../config/pod-cidr.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "./api.js";
 
 /** The pod CIDRs a Node object carries: the first IPv4 and the first IPv6 entry. */

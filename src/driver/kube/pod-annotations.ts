@@ -18,9 +18,9 @@
 import type pino from "pino";
 import { toResult100 } from "../../cni/result.js";
 import type { AnyResult } from "../../cni/types.js";
+import { type BackoffPolicy, backoffDelay } from "../../common/backoff.js";
 import type { KubeApi } from "./api.js";
 import { isUidMismatch, KubeApiError } from "./api.js";
-import { type BackoffPolicy, backoffDelay } from "./backoff.js";
 
 export const MAC_ADDRESS_ANNOTATION = "midonet.org/mac-address";
 

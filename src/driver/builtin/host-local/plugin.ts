@@ -20,7 +20,7 @@ import { goField } from "../../../cni/go-json.js";
 import { convertResult, parseResult } from "../../../cni/result.js";
 import type { DNS } from "../../../cni/types.js";
 import { requireSkelVersion, requireSupportedVersion, versionInfo } from "../../../cni/versions.js";
-import type { BuiltinPlugin, PluginInvocation } from "../../plugin-runner.js";
+import type { BuiltinPlugin, PluginInvocation } from "../../chain/plugin-runner.js";
 import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
 import {
   bigToIp,

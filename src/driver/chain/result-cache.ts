@@ -33,9 +33,9 @@ import {
   cacheFileName,
   decodeCacheEntry,
   encodeCacheEntry,
-} from "../cni/cache.js";
-import { CniError, ErrorCode } from "../cni/errors.js";
-import { removeStaleTempFiles } from "../common/stale-temp-files.js";
+} from "../../cni/cache.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
+import { removeStaleTempFiles } from "../../common/stale-temp-files.js";
 
 /**
  * A listed attachment, with its file's mtime: the file is written whole on

@@ -22,7 +22,9 @@
  * up is removed, and with it the Node's annotation.
  */
 import type pino from "pino";
-import { cidrNetwork, formatIp, type ParsedCidr, parseCidr } from "../cni/ip.js";
+import { cidrNetwork, formatIp, type ParsedCidr, parseCidr } from "../../cni/ip.js";
+import type { BackoffPolicy } from "../../common/backoff.js";
+import { SerialLoop } from "../../common/serial-loop.js";
 import {
   enableIpv4Forwarding,
   ensureNodeLink,
@@ -31,15 +33,13 @@ import {
   type NodeLinkSpec,
   type NodeRoute,
   removeNodeLink,
-} from "../plumbing/node-link.js";
-import { showLink } from "../plumbing/pod-interface.js";
-import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
-import type { KubeApi } from "./kube/api.js";
-import type { BackoffPolicy } from "./kube/backoff.js";
-import { NodeMacAnnotation } from "./kube/node-annotation.js";
-import type { AnnotationWriteOutcome } from "./kube/pod-annotations.js";
-import type { DriverConfig } from "./network-config.js";
-import { SerialLoop } from "./serial-loop.js";
+} from "../../plumbing/node-link.js";
+import { showLink } from "../../plumbing/pod-interface.js";
+import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "../builtin/midonet-plugin.js";
+import type { DriverConfig } from "../config/network-config.js";
+import type { KubeApi } from "../kube/api.js";
+import { NodeMacAnnotation } from "../kube/node-annotation.js";
+import type { AnnotationWriteOutcome } from "../kube/pod-annotations.js";
 
 export interface NodeLinkPlan extends Required<Pick<NodeLinkSpec, "nodeIf" | "peerIf">> {
   /** The network whose pod CIDR the node IP comes from. */

@@ -3,7 +3,7 @@
  * other type exec'd from the bin dirs with the CNI env protocol. Both see the same
  * invocation, so the chain logic does not care which is which.
  */
-import type { CniCommand } from "../cni/env.js";
+import type { CniCommand } from "../../cni/env.js";
 import { execPlugin } from "./plugin-exec.js";
 
 export interface PluginInvocation {

@@ -4,10 +4,10 @@
  * the plugin's bug rather than a finding about the pod. Anything else a plugin
  * says is passed on as libcni would.
  */
-import type { CniError } from "../cni/errors.js";
-import { ipFamily } from "../cni/ip.js";
-import { toResult100 } from "../cni/result.js";
-import type { AnyResult } from "../cni/types.js";
+import type { CniError } from "../../cni/errors.js";
+import { ipFamily } from "../../cni/ip.js";
+import { toResult100 } from "../../cni/result.js";
+import type { AnyResult } from "../../cni/types.js";
 
 /** portmap's words when its IPv6 check fails (plugins/meta/portmap/portmap.go, checkPorts). */
 const PORTMAP_IPV6_CHECK_FAILED = "could not check ipv6 dnat";

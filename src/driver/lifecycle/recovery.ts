@@ -15,32 +15,32 @@ import { existsSync } from "node:fs";
 import { readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
-import { withIgnoreUnknown } from "../cni/args.js";
-import type { NetworkConfigList } from "../cni/conflist.js";
-import { removeStaleTempFiles } from "../common/stale-temp-files.js";
-import { HOST_VETH_PREFIX } from "../midonet/host-veth-name.js";
-import { listBridgePorts } from "../plumbing/bridge.js";
-import { deleteHostLink } from "../plumbing/pod-interface.js";
+import { withIgnoreUnknown } from "../../cni/args.js";
+import type { NetworkConfigList } from "../../cni/conflist.js";
+import { removeStaleTempFiles } from "../../common/stale-temp-files.js";
+import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
+import { listBridgePorts } from "../../plumbing/bridge.js";
+import { deleteHostLink } from "../../plumbing/pod-interface.js";
 import {
   DELETION_QUEUE_DIR,
   isDeletionRecordTempName,
   parseDeletionRecord,
-} from "../wire/deletion-record.js";
-import { dataDirOf } from "./builtin/host-local/config.js";
-import { flockAddon } from "./builtin/host-local/file-lock.js";
-import { HostLocalStore, leaseOwner } from "./builtin/host-local/store.js";
-import { DEFAULT_BRIDGE, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
-import type { ConfigSource } from "./config-source.js";
-import type { ChainExecutor } from "./executor.js";
-import type { AttachmentLocks } from "./locks.js";
-import { attachmentKey } from "./locks.js";
-import type { ResultCache } from "./result-cache.js";
+} from "../../wire/deletion-record.js";
+import { dataDirOf } from "../builtin/host-local/config.js";
+import { flockAddon } from "../builtin/host-local/file-lock.js";
+import { HostLocalStore, leaseOwner } from "../builtin/host-local/store.js";
+import { DEFAULT_BRIDGE, MIDONET_PLUGIN_TYPE } from "../builtin/midonet-plugin.js";
+import type { ChainExecutor } from "../chain/executor.js";
+import type { AttachmentLocks } from "../chain/locks.js";
+import { attachmentKey } from "../chain/locks.js";
+import type { ResultCache } from "../chain/result-cache.js";
+import type { ConfigSource } from "../config/config-source.js";
 import {
   type AttachmentIndex,
   attachmentInfoFromArgs,
   type PodAttachmentInfo,
   type PodNetworkObserver,
-} from "./service.js";
+} from "../rpc/service.js";
 
 export interface RecoveryDeps {
   cache: ResultCache;

@@ -10,9 +10,9 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { transportCniError } from "../wire/grpc-status.js";
-import { MAX_GRPC_MESSAGE_BYTES } from "../wire/message-size.js";
-import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
+import { transportCniError } from "../../wire/grpc-status.js";
+import { MAX_GRPC_MESSAGE_BYTES } from "../../wire/message-size.js";
+import { PROTO_LOADER_OPTIONS, protoPath } from "../../wire/proto-path.js";
 import {
   API_VERSION,
   type CniStatusRequest,
@@ -23,7 +23,7 @@ import {
   type PodRequest,
   type PodResponse,
   type WireCniError,
-} from "../wire/types.js";
+} from "../../wire/types.js";
 
 type Unary = (
   req: unknown,

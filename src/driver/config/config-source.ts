@@ -17,8 +17,8 @@ import { lstat, readdir, readFile, readlink, realpath, stat } from "node:fs/prom
 import { join, resolve } from "node:path";
 import { type FSWatcher, watch } from "chokidar";
 import pino from "pino";
-import { CniError } from "../cni/errors.js";
-import { listNodeAddresses } from "../plumbing/node-addresses.js";
+import { CniError } from "../../cni/errors.js";
+import { listNodeAddresses } from "../../plumbing/node-addresses.js";
 import { type DriverConfig, type LoadOptions, loadDriverConfig } from "./network-config.js";
 import type { PodCidrs } from "./pod-cidr.js";
 import { type NodeAddress, nodeLinkNames } from "./pod-range-guard.js";

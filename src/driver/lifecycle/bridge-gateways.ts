@@ -11,21 +11,27 @@
  * gateway back, or lose one, halfway.
  */
 import type pino from "pino";
-import { type NetworkConfigList, parseNetworkConfigList } from "../cni/conflist.js";
-import { cidrContains, cidrNetwork, type ParsedCidr, type ParsedIp, parseCidr } from "../cni/ip.js";
-import { parseResult, toResult100 } from "../cni/result.js";
-import { listBridgeAddresses, removeBridgeAddresses } from "../plumbing/bridge.js";
-import { rangeSetsOf } from "./builtin/host-local/ranges.js";
+import { type NetworkConfigList, parseNetworkConfigList } from "../../cni/conflist.js";
+import {
+  cidrContains,
+  cidrNetwork,
+  type ParsedCidr,
+  type ParsedIp,
+  parseCidr,
+} from "../../cni/ip.js";
+import { parseResult, toResult100 } from "../../cni/result.js";
+import { listBridgeAddresses, removeBridgeAddresses } from "../../plumbing/bridge.js";
+import { rangeSetsOf } from "../builtin/host-local/ranges.js";
 import {
   type BridgeCache,
   MIDONET_PLUGIN_TYPE,
   readMidonetConfig,
-} from "./builtin/midonet-plugin.js";
-import type { ConfigSource } from "./config-source.js";
-import type { AttachmentLocks } from "./locks.js";
-import { cidrsOverlap } from "./pod-range-guard.js";
-import type { ResultCache } from "./result-cache.js";
-import type { PodNetworkObserver } from "./service.js";
+} from "../builtin/midonet-plugin.js";
+import type { AttachmentLocks } from "../chain/locks.js";
+import type { ResultCache } from "../chain/result-cache.js";
+import type { ConfigSource } from "../config/config-source.js";
+import { cidrsOverlap } from "../config/pod-range-guard.js";
+import type { PodNetworkObserver } from "../rpc/service.js";
 
 /** A range a kernel-datapath network serves on a bridge. */
 export interface BridgeRange {

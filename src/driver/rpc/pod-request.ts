@@ -4,19 +4,23 @@
  * version chosen, CNI_ARGS and capability args assembled. What the driver takes
  * from a shim's `stdin_config` is exactly what proto/cni_driver.proto documents.
  */
-import { type CniArgPair, podIdentityFromArgs, withIgnoreUnknown } from "../cni/args.js";
-import { KNOWN_CAPABILITIES, normalizeCapabilityArgs } from "../cni/capabilities.js";
-import { CniError, ErrorCode } from "../cni/errors.js";
-import { requireStdinConfigSize, validateCniArgsText, validateNetnsPath } from "../cni/limits.js";
+import { type CniArgPair, podIdentityFromArgs, withIgnoreUnknown } from "../../cni/args.js";
+import { KNOWN_CAPABILITIES, normalizeCapabilityArgs } from "../../cni/capabilities.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
+import {
+  requireStdinConfigSize,
+  validateCniArgsText,
+  validateNetnsPath,
+} from "../../cni/limits.js";
 import {
   validateContainerId,
   validateInterfaceName,
   validateNetworkName,
   validateRequestedNetworkName,
-} from "../cni/names.js";
-import { type CniVersion, requireSupportedVersion } from "../cni/versions.js";
-import { API_VERSION, type Capabilities, type PodRequest } from "../wire/types.js";
-import type { AttachmentArgs } from "./executor.js";
+} from "../../cni/names.js";
+import { type CniVersion, requireSupportedVersion } from "../../cni/versions.js";
+import { API_VERSION, type Capabilities, type PodRequest } from "../../wire/types.js";
+import type { AttachmentArgs } from "../chain/executor.js";
 
 export function requireApiVersion(v: number): void {
   if (v !== API_VERSION) {

@@ -7,15 +7,15 @@
  * it did (DEL of the plugins that ran, newest first) before the error goes back,
  * so no address or link is left waiting for a DEL the runtime may never send.
  */
-import type { CniArgPair } from "../cni/args.js";
-import { formatCniArgs } from "../cni/args.js";
-import { type NetworkConfigList, parseNetworkConfigList } from "../cni/conflist.js";
-import { CniError, ErrorCode } from "../cni/errors.js";
-import { buildGcStdin, type GcAttachment, staleAttachments } from "../cni/gc.js";
-import { buildPluginStdin, buildStatusStdin } from "../cni/plugin-config.js";
-import { convertResult, parseResult } from "../cni/result.js";
-import type { AnyResult } from "../cni/types.js";
-import { type CniVersion, requireVerbSupported, versionAtLeast } from "../cni/versions.js";
+import type { CniArgPair } from "../../cni/args.js";
+import { formatCniArgs } from "../../cni/args.js";
+import { type NetworkConfigList, parseNetworkConfigList } from "../../cni/conflist.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
+import { buildGcStdin, type GcAttachment, staleAttachments } from "../../cni/gc.js";
+import { buildPluginStdin, buildStatusStdin } from "../../cni/plugin-config.js";
+import { convertResult, parseResult } from "../../cni/result.js";
+import type { AnyResult } from "../../cni/types.js";
+import { type CniVersion, requireVerbSupported, versionAtLeast } from "../../cni/versions.js";
 import { toleratedCheckFailure } from "./plugin-bugs.js";
 import type { RunPlugin } from "./plugin-runner.js";
 import type { ResultCache } from "./result-cache.js";

@@ -13,29 +13,37 @@
  */
 import { readFileSync } from "node:fs";
 import type pino from "pino";
-import { socketPathProblem } from "../cni/socket-path.js";
-import { type FlagSpec, type FlagValues, UsageError } from "../common/flags.js";
-import { dialUnixSocket, startHealthServer } from "../common/health.js";
-import { createLogger, type LogLevel } from "../common/logger.js";
-import { plumbingBackend } from "../plumbing/backend.js";
+import { socketPathProblem } from "../../cni/socket-path.js";
+import { type FlagSpec, type FlagValues, UsageError } from "../../common/flags.js";
+import { dialUnixSocket, startHealthServer } from "../../common/health.js";
+import { createLogger, type LogLevel } from "../../common/logger.js";
+import { plumbingBackend } from "../../plumbing/backend.js";
+import { flockAddon } from "../builtin/host-local/file-lock.js";
+import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "../builtin/host-local/plugin.js";
+import {
+  BridgeCache,
+  createMidonetPlugin,
+  MIDONET_PLUGIN_TYPE,
+} from "../builtin/midonet-plugin.js";
+import { ChainExecutor } from "../chain/executor.js";
+import { AttachmentLocks } from "../chain/locks.js";
+import { spawnBackend } from "../chain/plugin-process.js";
+import { type BuiltinPlugin, createPluginRunner } from "../chain/plugin-runner.js";
+import { ResultCache } from "../chain/result-cache.js";
+import { ClusterNetwork } from "../cluster-network/reconciler.js";
+import { ConfigSource } from "../config/config-source.js";
+import { KubeIntegration, kubeSettingsFrom } from "../kube/integration.js";
+import { Metrics } from "../metrics.js";
+import { NodeConnectivity } from "../midonet-node/node-connectivity.js";
+import {
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+  startGrpcServer,
+} from "../rpc/server.js";
+import { AttachmentIndex, DriverService } from "../rpc/service.js";
 import { BridgeGatewayPruner } from "./bridge-gateways.js";
-import { flockAddon } from "./builtin/host-local/file-lock.js";
-import { createHostLocalPlugin, HOST_LOCAL_TYPE } from "./builtin/host-local/plugin.js";
-import { BridgeCache, createMidonetPlugin, MIDONET_PLUGIN_TYPE } from "./builtin/midonet-plugin.js";
-import { ClusterNetwork } from "./cluster-network/reconciler.js";
-import { ConfigSource } from "./config-source.js";
-import { ChainExecutor } from "./executor.js";
 import { HOST_CONFLIST_NAME, installHostConflist, type ShimTarget } from "./host-install.js";
-import { KubeIntegration, kubeSettingsFrom } from "./kube/integration.js";
-import { AttachmentLocks } from "./locks.js";
-import { Metrics } from "./metrics.js";
-import { NodeConnectivity } from "./node-connectivity.js";
-import { spawnBackend } from "./plugin-process.js";
-import { type BuiltinPlugin, createPluginRunner } from "./plugin-runner.js";
 import { recoverAtStart, replayDeletionQueue } from "./recovery.js";
-import { ResultCache } from "./result-cache.js";
-import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, startGrpcServer } from "./server.js";
-import { AttachmentIndex, DriverService } from "./service.js";
 
 export const SERVE_FLAGS: readonly FlagSpec[] = [
   { name: "socket", default: "/run/cni-driver/driver.sock", help: "the gRPC unix socket" },
@@ -221,18 +229,20 @@ function periodSeconds(flag: string, v: string): number {
 /** After the abort at shutdown: the kill grace of a plugin (SIGTERM, then SIGKILL at 2 s), and a margin. */
 const PLUGIN_KILL_WAIT_MS = 3000;
 
+/** The package's version: package.json is three folders up from the sources, four from dist/. */
 export function driverVersion(): string {
-  try {
-    const pkg = JSON.parse(
-      readFileSync(new URL("../../../package.json", import.meta.url), "utf8"),
-    ) as { version?: string };
-    return pkg.version ?? "0.0.0";
-  } catch {
-    const pkg = JSON.parse(
-      readFileSync(new URL("../../package.json", import.meta.url), "utf8"),
-    ) as { version?: string };
-    return pkg.version ?? "0.0.0";
+  for (const up of ["../../../package.json", "../../../../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === "cni-driver") return pkg.version ?? "0.0.0";
+    } catch {
+      // not this level
+    }
   }
+  return "0.0.0";
 }
 
 export interface RunningDriver {

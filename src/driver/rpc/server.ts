@@ -19,9 +19,9 @@ import { basename, dirname } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import type pino from "pino";
-import { dialUnixSocket } from "../common/health.js";
-import { MAX_GRPC_MESSAGE_BYTES } from "../wire/message-size.js";
-import { PROTO_LOADER_OPTIONS, protoPath } from "../wire/proto-path.js";
+import { dialUnixSocket } from "../../common/health.js";
+import { MAX_GRPC_MESSAGE_BYTES } from "../../wire/message-size.js";
+import { PROTO_LOADER_OPTIONS, protoPath } from "../../wire/proto-path.js";
 import { idleCollector } from "./idle-gc.js";
 import type { DriverService } from "./service.js";
 

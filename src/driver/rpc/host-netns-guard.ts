@@ -10,8 +10,8 @@
  * /proc/<pid>/ns/net, a bind mount under /run/netns, or a symlink to any of
  * them.
  */
-import { CniError, ErrorCode } from "../cni/errors.js";
-import { type NetnsIdentity, netnsIdentity } from "../plumbing/netns.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
+import { type NetnsIdentity, netnsIdentity } from "../../plumbing/netns.js";
 
 /** A namespace no pod may be given, and how a refusal names it. */
 export interface ProtectedNetns {

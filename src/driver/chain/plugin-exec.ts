@@ -9,9 +9,9 @@
 
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import type { CniCommand, PluginEnv } from "../cni/env.js";
-import { pluginEnvToProcessEnv } from "../cni/env.js";
-import { CniError, ErrorCode, isFailureCode } from "../cni/errors.js";
+import type { CniCommand, PluginEnv } from "../../cni/env.js";
+import { pluginEnvToProcessEnv } from "../../cni/env.js";
+import { CniError, ErrorCode, isFailureCode } from "../../cni/errors.js";
 import { type ProcessOutcome, runProcess } from "./plugin-process.js";
 
 export type Verb = CniCommand;

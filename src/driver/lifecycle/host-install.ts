@@ -8,8 +8,8 @@
  */
 import { copyFile, mkdir, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { KNOWN_CAPABILITIES } from "../cni/capabilities.js";
-import { placeFile, writeFileAtomic } from "../common/atomic-write.js";
+import { KNOWN_CAPABILITIES } from "../../cni/capabilities.js";
+import { placeFile, writeFileAtomic } from "../../common/atomic-write.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";

@@ -11,11 +11,11 @@
  * - loopback, link-local, multicast and unspecified ranges take what the
  *   kernel reserves (127.0.0.0/8 puts 127.0.0.1/8 on the bridge).
  */
-import { cidrContains, cidrNetwork, formatCidr, type ParsedCidr, parseCidr } from "../cni/ip.js";
-import { bridgeMac } from "../plumbing/mac.js";
-import type { InterfaceAddress } from "../plumbing/node-addresses.js";
-import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../plumbing/node-link.js";
-import { VXLAN_DEVICE } from "./cluster-network/settings.js";
+import { cidrContains, cidrNetwork, formatCidr, type ParsedCidr, parseCidr } from "../../cni/ip.js";
+import { bridgeMac } from "../../plumbing/mac.js";
+import type { InterfaceAddress } from "../../plumbing/node-addresses.js";
+import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../../plumbing/node-link.js";
+import { VXLAN_DEVICE } from "../cluster-network/settings.js";
 
 /** One address on one of the node's interfaces, as the driver's namespace shows it. */
 export type NodeAddress = InterfaceAddress;

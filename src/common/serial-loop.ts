@@ -6,7 +6,7 @@
  * back without waiting for new input. The node link (node-connectivity.ts)
  * and the cluster network (cluster-network/) apply their state this way.
  */
-import { type BackoffPolicy, backoffDelay } from "./kube/backoff.js";
+import { type BackoffPolicy, backoffDelay } from "./backoff.js";
 
 export interface SerialLoopOptions {
   /** One run; `resync`: started by the resync timer. Ends with succeeded() or failed(). */

@@ -4,9 +4,9 @@
  * ConfigMap serves every node. Pure: works on parsed JSON, returns a copy.
  */
 
-import { CniError, ErrorCode } from "../cni/errors.js";
-import { goField } from "../cni/go-json.js";
-import { ipFamily } from "../cni/ip.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
+import { goField } from "../../cni/go-json.js";
+import { ipFamily } from "../../cni/ip.js";
 
 export const POD_CIDR_V4 = "usePodCidr";
 export const POD_CIDR_V6 = "usePodCidrIPv6";

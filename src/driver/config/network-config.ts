@@ -15,15 +15,15 @@ import {
   type NetworkConfigList,
   type PluginConfig,
   parseNetworkConfigList,
-} from "../cni/conflist.js";
-import { CniError, ErrorCode } from "../cni/errors.js";
-import { utf8Bytes, utf8Text } from "../cni/go-json.js";
-import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../cni/ip.js";
-import { RangeConfigError, type RangeSet, rangeSetsOf } from "./builtin/host-local/ranges.js";
+} from "../../cni/conflist.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
+import { utf8Bytes, utf8Text } from "../../cni/go-json.js";
+import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../cni/ip.js";
+import { RangeConfigError, type RangeSet, rangeSetsOf } from "../builtin/host-local/ranges.js";
 import {
   ClusterNetworkSettingsError,
   readClusterNetworkSettings,
-} from "./cluster-network/settings.js";
+} from "../cluster-network/settings.js";
 import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
 import {
   madeByDriver,

@@ -6,13 +6,13 @@
  */
 import { performance } from "node:perf_hooks";
 import type pino from "pino";
-import { type CniArgPair, podIdentityFromArgs } from "../cni/args.js";
-import type { NetworkConfigList } from "../cni/conflist.js";
-import { CniError, ErrorCode, isFailureCode } from "../cni/errors.js";
-import { convertResult, formatResult, toResult100 } from "../cni/result.js";
-import type { AnyResult } from "../cni/types.js";
-import { requireVerbSupported, SUPPORTED_VERSIONS } from "../cni/versions.js";
-import { logCall } from "../common/logger.js";
+import { type CniArgPair, podIdentityFromArgs } from "../../cni/args.js";
+import type { NetworkConfigList } from "../../cni/conflist.js";
+import { CniError, ErrorCode, isFailureCode } from "../../cni/errors.js";
+import { convertResult, formatResult, toResult100 } from "../../cni/result.js";
+import type { AnyResult } from "../../cni/types.js";
+import { requireVerbSupported, SUPPORTED_VERSIONS } from "../../cni/versions.js";
+import { logCall } from "../../common/logger.js";
 import {
   API_VERSION,
   type CniStatusRequest,
@@ -25,13 +25,13 @@ import {
   type PodResponse,
   type WireCniError,
   type WireResult,
-} from "../wire/types.js";
-import type { ConfigSource } from "./config-source.js";
-import type { ChainExecutor } from "./executor.js";
+} from "../../wire/types.js";
+import type { ChainExecutor } from "../chain/executor.js";
+import { type AttachmentLocks, attachmentKey } from "../chain/locks.js";
+import type { ConfigSource } from "../config/config-source.js";
+import type { DriverConfig } from "../config/network-config.js";
+import type { Metrics } from "../metrics.js";
 import { HostNetnsGuard } from "./host-netns-guard.js";
-import { type AttachmentLocks, attachmentKey } from "./locks.js";
-import type { Metrics } from "./metrics.js";
-import type { DriverConfig } from "./network-config.js";
 import { requireApiVersion, resolvePodRequest } from "./pod-request.js";
 
 export interface ServiceDeps {

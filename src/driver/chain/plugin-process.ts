@@ -17,7 +17,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
-import { loadNativeAddon } from "../common/native-addon.js";
+import { loadNativeAddon } from "../../common/native-addon.js";
 
 export interface ProcessRun {
   path: string;
