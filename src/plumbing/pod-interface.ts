@@ -9,39 +9,30 @@ import { netlinkPlumbing } from "./backend.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { hostMacStillMatches } from "./mac.js";
 import { netnsExists, netnsName } from "./netns.js";
+import type {
+  AddrInfo,
+  ContainerSideSpec,
+  HostAttachment,
+  LinkInfo,
+  PodInterfaceRef,
+  PodInterfaceState,
+  PodRoute,
+  RouteInfo,
+  VethSpec,
+} from "./pod-interface-types.js";
 
-export interface PodAddress {
-  /** CIDR with host bits, e.g. "10.1.0.5/24". */
-  cidr: string;
-}
-
-export interface PodRoute {
-  dst: string;
-  gw?: string;
-  /**
-   * A default route (0.0.0.0/0, ::/0) added only when the pod has none of its
-   * family yet: a pod's second interface (Multus' net1) must neither fail on
-   * the first one's route nor take its traffic.
-   */
-  ifNoDefault?: boolean;
-}
-
-export interface VethSpec {
-  netns: string;
-  ifName: string;
-  hostIfName: string;
-  mtu: number;
-  containerMac: string;
-  hostMac: string;
-}
-
-export interface HostAttachment {
-  /**
-   * Enslave the host end to this bridge, in hairpin mode (a pod reaches itself
-   * through a Service's DNAT); absent: leave it standalone (an agent binds it).
-   */
-  bridge?: string;
-}
+export type {
+  AddrInfo,
+  ContainerSideSpec,
+  HostAttachment,
+  LinkInfo,
+  PodAddress,
+  PodInterfaceRef,
+  PodInterfaceState,
+  PodRoute,
+  RouteInfo,
+  VethSpec,
+} from "./pod-interface-types.js";
 
 /**
  * How `ip link … netns X` can name the pod's namespace: a name under /run/netns,
@@ -133,13 +124,6 @@ export async function createVethPairReplacingStale(
   }
 }
 
-export interface ContainerSideSpec {
-  netns: string;
-  ifName: string;
-  addresses: readonly PodAddress[];
-  routes: readonly PodRoute[];
-}
-
 /**
  * Phase 2, once IPAM has answered: addresses, the interface and lo up (if
  * phase 1 has not), routes. One exec inside the netns through iproute2 (one
@@ -175,18 +159,6 @@ export async function configureContainerSide(spec: ContainerSideSpec): Promise<P
 async function hasDefaultRoute(netns: string, family: 4 | 6): Promise<boolean> {
   const lines = await ipBatch(["route show default"], { netns, json: true, ipv6: family === 6 });
   return (parseJsonLines<unknown>(lines)[0] ?? []).length > 0;
-}
-
-export interface PodInterfaceRef {
-  netns?: string;
-  ifName: string;
-  hostIfName: string;
-  /**
-   * The host end's MAC as ADD made it. The host end is deleted by name only when
-   * it still has this MAC: a newer sandbox of the same pod may own the name by
-   * now. Without it the host end is left (see hostMacStillMatches).
-   */
-  hostMac?: string;
 }
 
 /**
@@ -230,16 +202,6 @@ export async function deleteHostLink(name: string): Promise<void> {
   }
 }
 
-export interface LinkInfo {
-  ifname: string;
-  address?: string;
-  mtu?: number;
-  operstate?: string;
-  flags?: string[];
-  linkinfo?: { info_kind?: string };
-  master?: string;
-}
-
 /** A link in the host (or in `netns`), undefined when it does not exist. */
 export async function showLink(name: string, netns?: string): Promise<LinkInfo | undefined> {
   const nl = await netlinkPlumbing();
@@ -251,23 +213,6 @@ export async function showLink(name: string, netns?: string): Promise<LinkInfo |
     if (err instanceof IpCommandError && err.notFound) return undefined;
     throw err;
   }
-}
-
-export interface AddrInfo {
-  family: "inet" | "inet6";
-  local: string;
-  prefixlen: number;
-}
-
-export interface RouteInfo {
-  dst: string;
-  gateway?: string;
-}
-
-export interface PodInterfaceState {
-  link: LinkInfo;
-  addresses: AddrInfo[];
-  routes: RouteInfo[];
 }
 
 /**

@@ -20,7 +20,7 @@ import type {
   PodInterfaceState,
   PodRoute,
   VethSpec,
-} from "../pod-interface.js";
+} from "../pod-interface-types.js";
 import {
   deserializeError,
   type NetlinkOpName,

@@ -19,7 +19,7 @@ import type {
   PodRoute,
   RouteInfo,
   VethSpec,
-} from "../pod-interface.js";
+} from "../pod-interface-types.js";
 import { NetlinkError } from "./error.js";
 import {
   decodeAddr,
