@@ -191,6 +191,29 @@ export function cidrContains(cidr: ParsedCidr, ip: ParsedIp): boolean {
   );
 }
 
+/** Whether two CIDRs share an address: the shorter prefix contains the other's network. */
+export function cidrsOverlap(a: ParsedCidr, b: ParsedCidr): boolean {
+  if (a.family !== b.family) return false;
+  return a.prefix <= b.prefix ? cidrContains(a, b) : cidrContains(b, a);
+}
+
+/** An address's bytes as one number, so stepping and comparing are plain arithmetic in both families. */
+export function ipToBigInt(bytes: Uint8Array): bigint {
+  let n = 0n;
+  for (const b of bytes) n = (n << 8n) | BigInt(b);
+  return n;
+}
+
+/** The address `n` of the family, as Go writes it. */
+export function bigIntToIp(n: bigint, family: IpFamily): string {
+  const bytes = new Uint8Array(family === 4 ? 4 : 16);
+  for (let i = bytes.length - 1; i >= 0; i--) {
+    bytes[i] = Number(n & 0xffn);
+    n >>= 8n;
+  }
+  return formatIp(bytes);
+}
+
 /** The mask byte at `index` for a prefix length. */
 function prefixMaskByte(prefix: number, index: number): number {
   const bits = Math.min(8, Math.max(0, prefix - index * 8));

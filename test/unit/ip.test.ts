@@ -1,12 +1,15 @@
 import { expect } from "chai";
 import {
+  bigIntToIp,
   canonicalCidr,
   canonicalIp,
   cidrContains,
   cidrHasHostBits,
   cidrNetwork,
+  cidrsOverlap,
   formatCidr,
   ipFamily,
+  ipToBigInt,
   parseCidr,
   parseIp,
 } from "../../src/cni/ip.js";
@@ -134,4 +137,19 @@ describe("cni/ip", () => {
       expect(cidrContains(parseCidr(cidr)!, parseIp(ip)!)).to.equal(inside);
     });
   }
+  it("cidrsOverlap is symmetric and per family", () => {
+    const c = (t: string) => parseCidr(t)!;
+    expect(cidrsOverlap(c("10.0.0.0/8"), c("10.1.2.0/24"))).to.equal(true);
+    expect(cidrsOverlap(c("10.1.2.0/24"), c("10.0.0.0/8"))).to.equal(true);
+    expect(cidrsOverlap(c("10.1.2.0/24"), c("10.1.3.0/24"))).to.equal(false);
+    expect(cidrsOverlap(c("::/0"), c("10.0.0.0/8"))).to.equal(false);
+    expect(cidrsOverlap(c("fd00::/8"), c("fd00:1::/64"))).to.equal(true);
+  });
+
+  it("ipToBigInt and bigIntToIp round-trip both families, and step across a byte", () => {
+    expect(bigIntToIp(ipToBigInt(parseIp("10.1.0.255")!.bytes) + 1n, 4)).to.equal("10.1.1.0");
+    expect(ipToBigInt(parseIp("0.0.1.0")!.bytes)).to.equal(256n);
+    expect(bigIntToIp(ipToBigInt(parseIp("fd00::ffff")!.bytes) + 1n, 6)).to.equal("fd00::1:0");
+    expect(bigIntToIp(0n, 6)).to.equal("::");
+  });
 });

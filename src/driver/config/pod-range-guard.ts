@@ -11,7 +11,14 @@
  * - loopback, link-local, multicast and unspecified ranges take what the
  *   kernel reserves (127.0.0.0/8 puts 127.0.0.1/8 on the bridge).
  */
-import { cidrContains, cidrNetwork, formatCidr, type ParsedCidr, parseCidr } from "../../cni/ip.js";
+import {
+  cidrContains,
+  cidrNetwork,
+  cidrsOverlap,
+  formatCidr,
+  type ParsedCidr,
+  parseCidr,
+} from "../../cni/ip.js";
 import { bridgeMac } from "../../plumbing/mac.js";
 import type { InterfaceAddress } from "../../plumbing/node-addresses.js";
 import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../../plumbing/node-link.js";
@@ -31,12 +38,6 @@ const RESERVED: ReadonlyArray<{ cidr: ParsedCidr; what: string }> = [
   ["fe80::/10", "link-local"],
   ["ff00::/8", "multicast"],
 ].map(([cidr, what]) => ({ cidr: parseCidr(cidr as string) as ParsedCidr, what: what as string }));
-
-/** Whether two CIDRs share an address: the shorter prefix contains the other's network. */
-export function cidrsOverlap(a: ParsedCidr, b: ParsedCidr): boolean {
-  if (a.family !== b.family) return false;
-  return a.prefix <= b.prefix ? cidrContains(a, b) : cidrContains(b, a);
-}
 
 /**
  * Whether the driver made the interface itself, so its addresses are the pod

@@ -15,6 +15,7 @@ import { type NetworkConfigList, parseNetworkConfigList } from "../../cni/confli
 import {
   cidrContains,
   cidrNetwork,
+  cidrsOverlap,
   type ParsedCidr,
   type ParsedIp,
   parseCidr,
@@ -30,7 +31,6 @@ import {
 import type { AttachmentLocks } from "../chain/locks.js";
 import type { ResultCache } from "../chain/result-cache.js";
 import type { ConfigSource } from "../config/config-source.js";
-import { cidrsOverlap } from "../config/pod-range-guard.js";
 import type { PodNetworkObserver } from "../rpc/service.js";
 
 /** A range a kernel-datapath network serves on a bridge. */

@@ -6,9 +6,9 @@
 import { loadArgs, parseCniArgs } from "../../../cni/args.js";
 import type { CniError } from "../../../cni/errors.js";
 import { goField } from "../../../cni/go-json.js";
-import { type IpFamily, parseCidr, parseIp } from "../../../cni/ip.js";
+import { bigIntToIp, type IpFamily, ipToBigInt, parseCidr, parseIp } from "../../../cni/ip.js";
 import { versionAtLeast } from "../../../cni/versions.js";
-import { bigToIp, ipToBig, type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
+import { type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
 
 /** host-local's default when the config names no dataDir. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
@@ -54,8 +54,8 @@ const isObject = (v: unknown): v is JsonObject =>
 function parseRequested(text: string): RequestedIp | undefined {
   const ip = text.includes("/") ? parseCidr(text) : parseIp(text);
   if (!ip) return undefined;
-  const value = ipToBig(ip.bytes);
-  return { family: ip.family, value, text: bigToIp(value, ip.family) };
+  const value = ipToBigInt(ip.bytes);
+  return { family: ip.family, value, text: bigIntToIp(value, ip.family) };
 }
 
 /** An entry of `args.cni.ips` or runtimeConfig `ips`, refused as ip.IP's UnmarshalText refuses it. */

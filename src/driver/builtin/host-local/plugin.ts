@@ -17,13 +17,13 @@ import { readFileSync } from "node:fs";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
 import { parseGcValidAttachments } from "../../../cni/gc.js";
 import { goField } from "../../../cni/go-json.js";
+import { bigIntToIp } from "../../../cni/ip.js";
 import { convertResult, parseResult } from "../../../cni/result.js";
 import type { DNS } from "../../../cni/types.js";
 import { requireSkelVersion, requireSupportedVersion, versionInfo } from "../../../cni/versions.js";
 import type { BuiltinPlugin, PluginInvocation } from "../../chain/plugin-runner.js";
 import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
 import {
-  bigToIp,
   type HostLocalRange,
   parseAddress,
   type RangeSet,
@@ -166,17 +166,17 @@ function allocate(
   wanted: RequestedIp | undefined,
 ): { address: string; gateway: string } {
   const leased = (r: HostLocalRange, ip: bigint) => ({
-    address: `${bigToIp(ip, r.family)}/${r.subnet.prefix}`,
-    gateway: bigToIp(r.gateway, r.gatewayFamily),
+    address: `${bigIntToIp(ip, r.family)}/${r.subnet.prefix}`,
+    gateway: bigIntToIp(r.gateway, r.gatewayFamily),
   });
   if (wanted) {
     const r = rangeFor(set, wanted.family, wanted.value);
     if (!r) throw new Error(`${wanted.text} not in range set ${rangeSetString(set)}`);
     if (isGateway(r, wanted.value))
-      throw new Error(`requested ip ${bigToIp(wanted.value, r.family)} is subnet's gateway`);
-    if (!store.reserve(id, ifName, bigToIp(wanted.value, r.family), rangeId)) {
+      throw new Error(`requested ip ${bigIntToIp(wanted.value, r.family)} is subnet's gateway`);
+    if (!store.reserve(id, ifName, bigIntToIp(wanted.value, r.family), rangeId)) {
       throw new Error(
-        `requested IP address ${bigToIp(wanted.value, r.family)} is not available in range set ${rangeSetString(set)}`,
+        `requested IP address ${bigIntToIp(wanted.value, r.family)} is not available in range set ${rangeSetString(set)}`,
       );
     }
     return leased(r, wanted.value);
@@ -187,12 +187,12 @@ function allocate(
     // Named as Go prints the address, whatever the lease file's name ("fd00:9:0::2").
     if (a && rangeFor(set, a.family, a.value)) {
       throw new Error(
-        `${bigToIp(a.value, a.family)} has been allocated to ${id}, duplicate allocation is not allowed`,
+        `${bigIntToIp(a.value, a.family)} has been allocated to ${id}, duplicate allocation is not allowed`,
       );
     }
   }
   for (const [r, ip] of candidates(set, store.lastReservedIp(rangeId))) {
-    if (store.reserve(id, ifName, bigToIp(ip, r.family), rangeId)) return leased(r, ip);
+    if (store.reserve(id, ifName, bigIntToIp(ip, r.family), rangeId)) return leased(r, ip);
   }
   throw new Error(`no IP addresses available in range set: ${rangeSetString(set)}`);
 }

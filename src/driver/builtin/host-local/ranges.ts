@@ -8,11 +8,13 @@
  */
 import { goField } from "../../../cni/go-json.js";
 import {
+  bigIntToIp,
   cidrHasHostBits,
   cidrNetwork,
   formatCidr,
   formatIp,
   type IpFamily,
+  ipToBigInt,
   type ParsedCidr,
   parseCidr,
   parseIp,
@@ -34,25 +36,10 @@ export type RangeSet = HostLocalRange[];
 
 const width = (family: IpFamily): number => (family === 4 ? 32 : 128);
 
-export function ipToBig(bytes: Uint8Array): bigint {
-  let n = 0n;
-  for (const b of bytes) n = (n << 8n) | BigInt(b);
-  return n;
-}
-
-export function bigToIp(n: bigint, family: IpFamily): string {
-  const bytes = new Uint8Array(width(family) / 8);
-  for (let i = bytes.length - 1; i >= 0; i--) {
-    bytes[i] = Number(n & 0xffn);
-    n >>= 8n;
-  }
-  return formatIp(bytes);
-}
-
 /** An address as host-local takes it (Go's net.ParseIP, To4 form); undefined when it does not parse. */
 export function parseAddress(text: string): { family: IpFamily; value: bigint } | undefined {
   const ip = parseIp(text);
-  return ip ? { family: ip.family, value: ipToBig(ip.bytes) } : undefined;
+  return ip ? { family: ip.family, value: ipToBigInt(ip.bytes) } : undefined;
 }
 
 /** Range.Contains: same family, inside the subnet and within start..end. */
@@ -67,7 +54,9 @@ export function rangeFor(set: RangeSet, family: IpFamily, ip: bigint): HostLocal
 
 /** Range.String and RangeSet.String: "start-end" joined by ",". */
 export function rangeSetString(set: RangeSet): string {
-  return set.map((r) => `${bigToIp(r.start, r.family)}-${bigToIp(r.end, r.family)}`).join(",");
+  return set
+    .map((r) => `${bigIntToIp(r.start, r.family)}-${bigIntToIp(r.end, r.family)}`)
+    .join(",");
 }
 
 type JsonObject = Record<string, unknown>;
@@ -152,11 +141,11 @@ function canonicalRange(value: unknown, strict: boolean): HostLocalRange {
       `Network has host bits set. For a subnet mask of length ${subnet.prefix} the network address is ${formatIp(network.bytes)}`,
     );
   }
-  const net = ipToBig(network.bytes);
+  const net = ipToBigInt(network.bytes);
   const last = net | ((1n << BigInt(bits - subnet.prefix)) - 1n);
   const subnetText = formatCidr(subnet);
   const inSubnet = (ip: Address) => ip.family === family && ip.value >= net && ip.value <= last;
-  const show = (ip: Address) => bigToIp(ip.value, ip.family);
+  const show = (ip: Address) => bigIntToIp(ip.value, ip.family);
 
   const gw = optionalAddress(range, "gateway");
   if (strict && gw && !inSubnet(gw))
