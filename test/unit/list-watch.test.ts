@@ -1,0 +1,167 @@
+/**
+ * The one list-watch (src/common/list-watch.ts) against the fake API server,
+ * through client-node's list call and Watch: list then watch from the list's
+ * resourceVersion, a relist after 410 (as an ERROR event and as an HTTP
+ * status) that reports what changed meanwhile, restarts with backoff after
+ * errors that resume from the last resourceVersion, and stop().
+ */
+import { CoreV1Api, KubeConfig, type V1Node, Watch } from "@kubernetes/client-node";
+import { expect } from "chai";
+import { ListWatch } from "../../src/common/list-watch.js";
+import {
+  type FakeKubeApiServer,
+  type FakeKubeApiServerOptions,
+  type KubeObject,
+  startFakeKubeApiServer,
+} from "../support/fake-kube-apiserver.js";
+import { until } from "../support/until.js";
+
+const PREFIX = `lw-${process.pid}`;
+
+describe("list-watch (src/common) against the fake API server", () => {
+  let server: FakeKubeApiServer;
+  let kc: KubeConfig;
+  const running: ListWatch<V1Node>[] = [];
+
+  async function serve(options: FakeKubeApiServerOptions = {}): Promise<void> {
+    server = await startFakeKubeApiServer(options);
+    kc = new KubeConfig();
+    kc.loadFromString(server.kubeconfig());
+  }
+
+  function node(name: string, label = "a"): KubeObject {
+    return { metadata: { name: `${PREFIX}-${name}`, labels: { v: label } } };
+  }
+
+  /** A list-watch on Nodes logging each event as "add x", "update x", "delete x". */
+  function follow() {
+    const log: string[] = [];
+    const errors: { status: unknown; retryInMs: number }[] = [];
+    let syncs = 0;
+    const core = kc.makeApiClient(CoreV1Api);
+    const short = (n: V1Node) => (n.metadata?.name ?? "").slice(PREFIX.length + 1);
+    const lw = new ListWatch<V1Node>({
+      path: "/api/v1/nodes",
+      list: () => core.listNode(),
+      watch: new Watch(kc),
+      backoff: { baseMs: 20, maxMs: 1000 },
+      random: () => 0.5, // no jitter: the delays are the policy's own
+      handlers: {
+        add: (n) => log.push(`add ${short(n)}`),
+        update: (n) => log.push(`update ${short(n)}`),
+        delete: (n) => log.push(`delete ${short(n)}`),
+        synced: () => syncs++,
+        error: (err, retryInMs) =>
+          errors.push({ status: (err as { statusCode?: number }).statusCode, retryInMs }),
+      },
+    });
+    running.push(lw);
+    lw.start();
+    return { lw, log, errors, syncs: () => syncs };
+  }
+
+  const lists = () => server.requests.filter((r) => r.path === "/api/v1/nodes" && !r.watch);
+  const watches = () => server.requests.filter((r) => r.path === "/api/v1/nodes" && r.watch);
+
+  afterEach(async () => {
+    for (const lw of running.splice(0)) await lw.stop();
+    await server?.close();
+  });
+
+  it("lists, then watches from the list's resourceVersion: adds, updates and deletes follow", async () => {
+    await serve();
+    server.put("nodes", node("a"));
+    const { lw, log } = follow();
+    await lw.whenSynced();
+    expect(log).to.deep.equal(["add a"]);
+    const listed = server.resourceVersion();
+    await until(() => watches().length === 1, "the watch");
+    expect(new URLSearchParams(watches()[0]!.query).get("resourceVersion")).to.equal(listed);
+    server.put("nodes", node("b"));
+    server.put("nodes", node("a", "changed"));
+    server.remove("nodes", undefined, `${PREFIX}-b`);
+    await until(() => log.length === 4, "three events");
+    expect(log).to.deep.equal(["add a", "add b", "update a", "delete b"]);
+    expect(lw.list().map((n) => n.metadata?.labels?.v)).to.deep.equal(["changed"]);
+    expect(lw.get(`${PREFIX}-a`)?.metadata?.labels?.v).to.equal("changed");
+    expect(lists()).to.have.length(1);
+  });
+
+  for (const expiredWatchAs of ["event", "status"] as const) {
+    it(`relists after 410 Expired (${expiredWatchAs === "event" ? "an ERROR event" : "an HTTP 410"}), reporting what changed while it was away`, async () => {
+      await serve({ expiredWatchAs });
+      server.put("nodes", node("a"));
+      server.put("nodes", node("b"));
+      const { lw, log, errors } = follow();
+      await lw.whenSynced();
+      server.put("nodes", node("b", "seen"));
+      await until(() => log.includes("update b"), "the update through the watch");
+      // The watch ends; before it is back, a is deleted, c created and the history compacted.
+      server.endWatches();
+      server.remove("nodes", undefined, `${PREFIX}-a`);
+      server.put("nodes", node("c"));
+      server.compact();
+      await until(() => log.includes("add c"), "the relist");
+      expect(log).to.deep.equal(["add a", "add b", "update b", "delete a", "add c"]);
+      expect(lists()).to.have.length(2);
+      expect(errors, "a 410 is no failure").to.deep.equal([]);
+      expect(lw.list().map((n) => n.metadata?.name)).to.have.members([
+        `${PREFIX}-b`,
+        `${PREFIX}-c`,
+      ]);
+      server.put("nodes", node("d"));
+      await until(() => log.includes("add d"), "events after the relist");
+    });
+  }
+
+  it("restarts after errors with backoff (20, then 40 ms), resuming from the last resourceVersion without a list", async () => {
+    await serve();
+    const { lw, log, errors, syncs } = follow();
+    await lw.whenSynced();
+    server.put("nodes", node("a"));
+    await until(() => log.includes("add a"), "the first event");
+    const seen = server.resourceVersion();
+    server.injectFault({ path: "/api/v1/nodes", watch: true, status: 500, times: 2 });
+    server.endWatches();
+    server.put("nodes", node("b")); // made while no watch is open
+    await until(() => log.includes("add b"), "the event missed during the outage");
+    expect(errors).to.deep.equal([
+      { status: 500, retryInMs: 20 },
+      { status: 500, retryInMs: 40 },
+    ]);
+    expect(lists(), "resumed by watch, not relisted").to.have.length(1);
+    const resumed = watches()
+      .filter((w) => w.status === 200)
+      .at(-1)!;
+    expect(new URLSearchParams(resumed.query).get("resourceVersion")).to.equal(seen);
+    expect(lw.synced).to.equal(true);
+    expect(syncs()).to.be.at.least(2);
+  });
+
+  it("a list that fails is retried with backoff; nothing is synced until one succeeds", async () => {
+    await serve();
+    server.put("nodes", node("a"));
+    server.injectFault({ path: "/api/v1/nodes", watch: false, status: 503, times: 2 });
+    const { lw, log, errors } = follow();
+    await until(() => errors.length === 2, "two failed lists");
+    expect(errors.map((e) => e.retryInMs)).to.deep.equal([20, 40]);
+    await lw.whenSynced();
+    expect(lw.hasSynced).to.equal(true);
+    expect(log).to.deep.equal(["add a"]);
+  });
+
+  it("stop() closes the watch and reports nothing after", async () => {
+    await serve();
+    const { lw, log } = follow();
+    await lw.whenSynced();
+    await until(() => server.openWatches().length === 1, "the open watch");
+    await lw.stop();
+    await until(() => server.openWatches().length === 0, "the watch closed");
+    server.put("nodes", node("late"));
+    server.endWatches();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(log).to.deep.equal([]);
+    expect(watches()).to.have.length(1);
+    expect(lw.synced).to.equal(false);
+  });
+});
