@@ -5,15 +5,15 @@
  * errors included:
  *
  * - core/v1 nodes, pods, configmaps, services, events, namespaces;
- *   discovery.k8s.io/v1 endpointslices; coordination.k8s.io/v1 leases;
- *   events.k8s.io/v1 events (the same storage as core events, converted, as in
- *   the real server). Namespaced, cluster-scoped and all-namespaces paths.
+ *   discovery.k8s.io/v1 endpointslices; coordination.k8s.io/v1 leases.
+ *   Namespaced, cluster-scoped and all-namespaces paths.
  * - list (label and field selectors, limit/continue, list resourceVersion), watch
  *   (JSON lines from a resourceVersion, 410 Expired once history is compacted,
  *   bookmarks, the cacher's ADDED/DELETED when an object enters or leaves a
  *   selector), get, create, update, delete (with preconditions), the status
- *   subresource, and PATCH as merge, strategic merge and JSON patch, with
- *   optimistic concurrency on metadata.resourceVersion.
+ *   subresource, and PATCH as JSON merge patch (the one type the product
+ *   sends; strategic merge and JSON patch get 415), with optimistic concurrency
+ *   on metadata.resourceVersion.
  * - one global resourceVersion counter (etcd's revision); an update that changes
  *   nothing keeps the resourceVersion and emits no event (etcd's no-op update).
  * - Status bodies with the real reasons and messages (`pods "x" not found`,
@@ -62,7 +62,7 @@ export interface KubeObject {
   [key: string]: unknown;
 }
 
-/** The stored collections; events.k8s.io/v1 events live in "events" (core form). */
+/** The stored collections. */
 export type FakeResource =
   | "nodes"
   | "pods"
@@ -182,12 +182,8 @@ interface ResourceDef {
   fieldLabels: Record<string, string>;
   /** metav1.MicroTime fields, as paths in this version's form. */
   microTimeFields: string[][];
-  toView(stored: KubeObject): KubeObject;
-  fromView(view: KubeObject): KubeObject;
   prepareForCreate?(obj: KubeObject, server: FakeKubeApiServer): void;
 }
-
-const identity = (o: KubeObject): KubeObject => o;
 
 function fieldTable(
   labels: string[],
@@ -225,42 +221,8 @@ const CORE_EVENT_FIELDS = fieldTable(
   { source: "source.component" },
 );
 
-// events.k8s.io/v1 names for the same stored fields.
-const EVENTS_V1_FIELDS: Record<string, string> = {
-  ...CORE_EVENT_FIELDS,
-  "regarding.kind": "involvedObject.kind",
-  "regarding.namespace": "involvedObject.namespace",
-  "regarding.name": "involvedObject.name",
-  "regarding.uid": "involvedObject.uid",
-  "regarding.apiVersion": "involvedObject.apiVersion",
-  "regarding.resourceVersion": "involvedObject.resourceVersion",
-  "regarding.fieldPath": "involvedObject.fieldPath",
-  reportingController: "reportingComponent",
-};
-
 // Field values that read "false" when unset (Go booleans).
 const BOOLEAN_FIELDS = new Set(["spec.hostNetwork", "spec.unschedulable"]);
-
-// core/v1 Event field <-> events.k8s.io/v1 Event field (pkg/apis/events/v1 conversion).
-const EVENT_RENAMES: [string, string][] = [
-  ["involvedObject", "regarding"],
-  ["message", "note"],
-  ["reportingComponent", "reportingController"],
-  ["source", "deprecatedSource"],
-  ["firstTimestamp", "deprecatedFirstTimestamp"],
-  ["lastTimestamp", "deprecatedLastTimestamp"],
-  ["count", "deprecatedCount"],
-];
-
-function renameFields(obj: KubeObject, pairs: [string, string][], reverse: boolean): KubeObject {
-  const out: KubeObject = {};
-  const map = new Map(pairs.map(([a, b]) => (reverse ? [b, a] : [a, b])));
-  for (const [key, value] of Object.entries(obj)) {
-    if (key === "apiVersion" || key === "kind") continue;
-    out[map.get(key) ?? key] = value;
-  }
-  return out;
-}
 
 function coreDef(
   resource: string,
@@ -280,8 +242,6 @@ function coreDef(
     allowCreateOnUpdate: false,
     fieldLabels: {},
     microTimeFields: [],
-    toView: identity,
-    fromView: identity,
     ...extra,
   };
 }
@@ -354,22 +314,10 @@ const RESOURCES: ResourceDef[] = [
     }),
     group: "coordination.k8s.io",
   },
-  {
-    ...coreDef("events", "Event", {
-      namespaced: true,
-      allowCreateOnUpdate: true,
-      fieldLabels: EVENTS_V1_FIELDS,
-      microTimeFields: [["eventTime"], ["series", "lastObservedTime"]],
-    }),
-    group: "events.k8s.io",
-    toView: (o) => renameFields(o, EVENT_RENAMES, false),
-    fromView: (o) => renameFields(o, EVENT_RENAMES, true),
-  },
 ];
 
 const PRIMARY_DEF = new Map<FakeResource, ResourceDef>();
-for (const def of RESOURCES)
-  if (def.group === "" || def.storage !== "events") PRIMARY_DEF.set(def.storage, def);
+for (const def of RESOURCES) PRIMARY_DEF.set(def.storage, def);
 
 function apiVersionOf(def: ResourceDef): string {
   return def.group === "" ? def.version : `${def.group}/${def.version}`;
@@ -489,15 +437,6 @@ function invalid(
         message: c.message,
         field: c.field,
       })),
-    }),
-  );
-}
-
-/** A patch that does not apply (json-patch's errors surface as 422 from the patch handler). */
-function unprocessable(message: string): StatusError {
-  return new StatusError(
-    failure(422, "the server rejected our request due to an error in our request", "Invalid", {
-      causes: [{ reason: "UnexpectedServerResponse", message }],
     }),
   );
 }
@@ -643,7 +582,7 @@ function fieldsMatch(reqs: FieldRequirement[], stored: KubeObject): boolean {
 // ---------------------------------------------------------------------------
 
 /** RFC 7386 JSON merge patch. */
-export function applyMergePatch(target: unknown, patch: unknown): unknown {
+function applyMergePatch(target: unknown, patch: unknown): unknown {
   if (!isObject(patch)) return structuredClone(patch);
   const out: Record<string, unknown> = isObject(target) ? { ...target } : {};
   for (const [key, value] of Object.entries(patch)) {
@@ -654,272 +593,33 @@ export function applyMergePatch(target: unknown, patch: unknown): unknown {
 }
 
 /**
- * Strategic-merge list keys (patchMergeKey/patchStrategy=merge in k8s.io/api) of the
- * fields of our kinds, by field path without indices. Other lists are replaced, as
- * an atomic list is.
+ * The only patch type the driver and the controller send. Strategic merge and
+ * JSON patch are answered 415, as kube-apiserver answers a patch type it does
+ * not take for a resource, so a client that starts sending one fails here first.
  */
-const SMP_LIST_MERGE_KEYS: Record<string, string> = {
-  "metadata.ownerReferences": "uid",
-  "spec.containers": "name",
-  "spec.initContainers": "name",
-  "spec.ephemeralContainers": "name",
-  "spec.containers.env": "name",
-  "spec.initContainers.env": "name",
-  "spec.containers.ports": "containerPort",
-  "spec.initContainers.ports": "containerPort",
-  "spec.containers.volumeMounts": "mountPath",
-  "spec.initContainers.volumeMounts": "mountPath",
-  "spec.volumes": "name",
-  "spec.imagePullSecrets": "name",
-  "spec.ports": "port",
-  "status.conditions": "type",
-  "status.addresses": "type",
-  "status.podIPs": "ip",
-};
-const SMP_PRIMITIVE_MERGE_LISTS = new Set(["metadata.finalizers"]);
+const MERGE_PATCH = "application/merge-patch+json";
 
-function stripDirectives(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(stripDirectives);
-  if (!isObject(v)) return v;
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) if (!k.startsWith("$")) out[k] = stripDirectives(x);
-  return out;
-}
-
-const DELETE_SENTINEL = Symbol("delete");
-
-/** Strategic merge patch: merge semantics plus list merge keys and the $patch directives. */
-export function applyStrategicMergePatch(target: unknown, patch: unknown, path = ""): unknown {
-  if (!isObject(patch)) return structuredClone(patch);
-  if (patch.$patch === "delete") return DELETE_SENTINEL;
-  if (patch.$patch === "replace") return stripDirectives(patch);
-  const out: Record<string, unknown> = isObject(target) ? { ...target } : {};
-  for (const [key, value] of Object.entries(patch)) {
-    if (key.startsWith("$deleteFromPrimitiveList/")) {
-      const field = key.slice("$deleteFromPrimitiveList/".length);
-      const current = out[field];
-      if (Array.isArray(current) && Array.isArray(value)) {
-        out[field] = current.filter((x) => !value.some((y) => deepEqual(x, y)));
-      }
-      continue;
-    }
-    if (key.startsWith("$")) continue; // $setElementOrder/..., $retainKeys handled below
-    const childPath = path ? `${path}.${key}` : key;
-    if (value === null) delete out[key];
-    else if (Array.isArray(value)) out[key] = mergeList(out[key], value, childPath);
-    else if (isObject(value)) {
-      const merged = applyStrategicMergePatch(out[key], value, childPath);
-      if (merged === DELETE_SENTINEL) delete out[key];
-      else out[key] = merged;
-    } else out[key] = value;
-  }
-  if (Array.isArray(patch.$retainKeys)) {
-    const keep = new Set(patch.$retainKeys as unknown[]);
-    for (const key of Object.keys(out)) if (!keep.has(key)) delete out[key];
-  }
-  return out;
-}
-
-function mergeList(current: unknown, patchList: unknown[], path: string): unknown[] {
-  if (SMP_PRIMITIVE_MERGE_LISTS.has(path)) {
-    const result = Array.isArray(current) ? [...current] : [];
-    for (const v of patchList) if (!result.some((x) => deepEqual(x, v))) result.push(v);
-    return result;
-  }
-  const mergeKey = SMP_LIST_MERGE_KEYS[path];
-  if (
-    mergeKey === undefined ||
-    patchList.some((item) => isObject(item) && item.$patch === "replace")
-  ) {
-    return patchList
-      .filter((item) => !(isObject(item) && item.$patch === "replace"))
-      .map(stripDirectives);
-  }
-  const result: unknown[] = Array.isArray(current) ? structuredClone(current) : [];
-  for (const item of patchList) {
-    if (!isObject(item)) continue;
-    const idx = result.findIndex((e) => isObject(e) && deepEqual(e[mergeKey], item[mergeKey]));
-    if (item.$patch === "delete") {
-      if (idx >= 0) result.splice(idx, 1);
-    } else if (idx >= 0) {
-      result[idx] = applyStrategicMergePatch(result[idx], item, path);
-    } else {
-      result.push(stripDirectives(item));
-    }
-  }
-  return result;
-}
-
-export interface JsonPatchOperation {
-  op: "add" | "remove" | "replace" | "move" | "copy" | "test";
-  path: string;
-  from?: string;
-  value?: unknown;
-}
-
-class JsonPatchError extends Error {}
-
-function parsePointer(pointer: string): string[] {
-  if (pointer === "") return [];
-  if (!pointer.startsWith("/")) throw new JsonPatchError(`invalid JSON pointer: "${pointer}"`);
-  return pointer
-    .slice(1)
-    .split("/")
-    .map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
-}
-
-type Container = Record<string, unknown> | unknown[];
-
-function resolveParent(doc: unknown, tokens: string[], op: string, path: string): Container {
-  let cur: unknown = doc;
-  for (const token of tokens.slice(0, -1)) {
-    if (Array.isArray(cur)) cur = cur[Number(token)];
-    else if (isObject(cur)) cur = cur[token];
-    else cur = undefined;
-  }
-  if (!Array.isArray(cur) && !isObject(cur)) {
-    throw new JsonPatchError(
-      `${op} operation does not apply: doc is missing path: "${path}": missing value`,
+function requireMergePatch(contentType: string): void {
+  if (contentType !== MERGE_PATCH) {
+    throw new StatusError(
+      failure(
+        415,
+        `the body of the request was in an unknown format - accepted media types include: ${MERGE_PATCH}`,
+        "UnsupportedMediaType",
+      ),
     );
   }
-  return cur;
 }
 
-function arrayIndex(arr: unknown[], token: string, allowEnd: boolean, path: string): number {
-  if (allowEnd && token === "-") return arr.length;
-  const i = Number(token);
-  if (!/^(0|[1-9]\d*)$/.test(token) || i > arr.length || (!allowEnd && i === arr.length)) {
-    throw new JsonPatchError(
-      `Unable to access invalid index: ${token}: invalid index referenced (${path})`,
-    );
-  }
-  return i;
-}
-
-function pointerGet(doc: unknown, path: string, op: string): unknown {
-  const tokens = parsePointer(path);
-  if (tokens.length === 0) return doc;
-  const parent = resolveParent(doc, tokens, op, path);
-  const last = tokens[tokens.length - 1]!;
-  if (Array.isArray(parent)) return parent[arrayIndex(parent, last, false, path)];
-  if (!Object.hasOwn(parent, last)) {
-    throw new JsonPatchError(
-      `${op} operation does not apply: doc is missing key: ${path}: missing value`,
-    );
-  }
-  return parent[last];
-}
-
-function pointerAdd(doc: unknown, path: string, value: unknown): unknown {
-  const tokens = parsePointer(path);
-  if (tokens.length === 0) return value;
-  const parent = resolveParent(doc, tokens, "add", path);
-  const last = tokens[tokens.length - 1]!;
-  if (Array.isArray(parent)) parent.splice(arrayIndex(parent, last, true, path), 0, value);
-  else parent[last] = value;
-  return doc;
-}
-
-function pointerRemove(doc: unknown, path: string, op: string): void {
-  const tokens = parsePointer(path);
-  const parent = resolveParent(doc, tokens, op, path);
-  const last = tokens[tokens.length - 1]!;
-  if (Array.isArray(parent)) {
-    parent.splice(arrayIndex(parent, last, false, path), 1);
-  } else {
-    if (!Object.hasOwn(parent, last)) {
-      throw new JsonPatchError(`Unable to remove nonexistent key: ${last}: missing value`);
-    }
-    delete parent[last];
-  }
-}
-
-/** RFC 6902 JSON patch (add, remove, replace, move, copy, test). */
-export function applyJsonPatch(doc: unknown, ops: JsonPatchOperation[]): unknown {
-  let out = structuredClone(doc);
-  for (const op of ops) {
-    switch (op.op) {
-      case "add":
-        out = pointerAdd(out, op.path, structuredClone(op.value));
-        break;
-      case "remove":
-        pointerRemove(out, op.path, "remove");
-        break;
-      case "replace":
-        pointerGet(out, op.path, "replace");
-        if (op.path === "") out = structuredClone(op.value);
-        else {
-          pointerRemove(out, op.path, "replace");
-          out = pointerAdd(out, op.path, structuredClone(op.value));
-        }
-        break;
-      case "move": {
-        const value = pointerGet(out, op.from ?? "", "move");
-        pointerRemove(out, op.from ?? "", "move");
-        out = pointerAdd(out, op.path, value);
-        break;
-      }
-      case "copy":
-        out = pointerAdd(out, op.path, structuredClone(pointerGet(out, op.from ?? "", "copy")));
-        break;
-      case "test": {
-        let current: unknown;
-        try {
-          current = pointerGet(out, op.path, "test");
-        } catch {
-          current = undefined;
-        }
-        if (!deepEqual(current, op.value)) {
-          throw new JsonPatchError(`testing value ${op.path} failed: test failed`);
-        }
-        break;
-      }
-      default:
-        throw new JsonPatchError(`Unexpected kind: ${String((op as { op: unknown }).op)}`);
-    }
-  }
-  return out;
-}
-
-const PATCH_TYPES = [
-  "application/json-patch+json",
-  "application/merge-patch+json",
-  "application/strategic-merge-patch+json",
-] as const;
-
-function applyPatch(current: KubeObject, contentType: string, raw: string): KubeObject {
+function applyMergePatchBody(current: KubeObject, raw: string): KubeObject {
   let patch: unknown;
   try {
     patch = JSON.parse(raw);
   } catch (e) {
     throw badRequest(`error decoding patch: ${(e as Error).message}`);
   }
-  let patched: unknown;
-  if (contentType === "application/json-patch+json") {
-    if (!Array.isArray(patch)) {
-      throw badRequest(
-        `json: cannot unmarshal ${isObject(patch) ? "object" : typeof patch} into Go value of type jsonpatch.Patch`,
-      );
-    }
-    try {
-      patched = applyJsonPatch(current, patch as JsonPatchOperation[]);
-    } catch (e) {
-      if (e instanceof JsonPatchError) throw unprocessable(e.message);
-      throw e;
-    }
-  } else if (contentType === "application/merge-patch+json") {
-    if (!isObject(patch)) throw badRequest("Invalid JSON Patch");
-    patched = applyMergePatch(current, patch);
-  } else {
-    if (!isObject(patch)) {
-      throw badRequest(
-        `json: cannot unmarshal ${Array.isArray(patch) ? "array" : typeof patch} into Go value of type map[string]interface {}`,
-      );
-    }
-    patched = applyStrategicMergePatch(current, patch);
-  }
-  if (!isObject(patched)) throw badRequest("the patch did not produce an object");
-  return patched as KubeObject;
+  if (!isObject(patch)) throw badRequest("Invalid JSON Patch");
+  return applyMergePatch(current, patch) as KubeObject;
 }
 
 // ---------------------------------------------------------------------------
@@ -1274,7 +974,7 @@ export class FakeKubeApiServer {
 
   /** An object as the given API version shows it, apiVersion and kind first. */
   private view(def: ResourceDef, stored: KubeObject): KubeObject {
-    const converted = def.toView(structuredClone(stored));
+    const converted = structuredClone(stored);
     const { apiVersion: _a, kind: _k, metadata, ...rest } = converted;
     return { apiVersion: apiVersionOf(def), kind: def.kind, metadata, ...rest };
   }
@@ -1775,7 +1475,7 @@ export class FakeKubeApiServer {
     this.checkNamespace(def, meta.namespace);
     if (this.findStored({ def, namespace: meta.namespace, name: meta.name }))
       throw alreadyExists(def, meta.name);
-    const stored = def.fromView(obj);
+    const stored = obj;
     const sm = metaOf(stored);
     sm.uid = randomUUID();
     sm.creationTimestamp = nowSeconds();
@@ -1821,7 +1521,7 @@ export class FakeKubeApiServer {
     if (rv !== undefined && rv !== "" && rv !== existing.metadata?.resourceVersion) {
       throw conflict(def, route.name!);
     }
-    let next = def.fromView(incoming);
+    let next = incoming;
     const old = metaOf(existing);
     if (def.statusSubresource) {
       if (route.subresource === "status") {
@@ -1842,18 +1542,10 @@ export class FakeKubeApiServer {
 
   private patch(route: Route, contentType: string, body: string): KubeObject {
     const { def, name } = route;
-    if (!(PATCH_TYPES as readonly string[]).includes(contentType)) {
-      throw new StatusError(
-        failure(
-          415,
-          `the body of the request was in an unknown format - accepted media types include: ${PATCH_TYPES.join(", ")}`,
-          "UnsupportedMediaType",
-        ),
-      );
-    }
+    requireMergePatch(contentType);
     const existing = this.mustGet(route);
     const current = this.view(def, existing);
-    const patched = applyPatch(current, contentType, body);
+    const patched = applyMergePatchBody(current, body);
     const meta = metaOf(patched);
     if (meta.name !== name) {
       throw badRequest(
