@@ -1,9 +1,9 @@
 /**
  * The node's own port on the MidoNet datapath: a veth pair in the host netns.
- * `midokube-node` carries the node IP (the pod CIDR's network + 2) and the
- * routes to the cluster and service CIDRs via the gateway (network + 1);
- * its peer `midokube-mido` is left up and unaddressed for the MidoNet agent to
- * bind, as a pod's host veth is.
+ * The node end carries the node IP and the routes to the cluster and service
+ * CIDRs via the gateway; the peer is left up and unaddressed for the MidoNet
+ * agent to bind, as a pod's host veth is. The names and addresses come from
+ * the caller (the driver takes them from MidoNet's node contract).
  *
  * Not on the pod path (it runs once per config load), so iproute2 batches do
  * the changes whichever plumbing backend serves pods.
@@ -13,8 +13,6 @@ import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { normalizeMac } from "./mac.js";
 import { type LinkInfo, showLink } from "./pod-interface.js";
 
-export const NODE_INTERFACE = "midokube-node";
-export const NODE_PEER_INTERFACE = "midokube-mido";
 export const IPV4_FORWARD_SYSCTL = "/proc/sys/net/ipv4/ip_forward";
 
 export interface NodeRoute {
@@ -24,10 +22,10 @@ export interface NodeRoute {
 }
 
 export interface NodeLinkSpec {
-  /** The addressed end in the host (default midokube-node). */
-  nodeIf?: string;
-  /** The agent's end (default midokube-mido). */
-  peerIf?: string;
+  /** The addressed end in the host. */
+  nodeIf: string;
+  /** The agent's end. */
+  peerIf: string;
   mtu: number;
   /** The node IP with the pod CIDR's prefix, e.g. "10.244.3.2/24". */
   addressCidr: string;
@@ -56,8 +54,7 @@ interface RouteShow {
  * repair from a no-op.
  */
 export async function ensureNodeLink(spec: NodeLinkSpec, changes?: string[]): Promise<string> {
-  const nodeIf = spec.nodeIf ?? NODE_INTERFACE;
-  const peerIf = spec.peerIf ?? NODE_PEER_INTERFACE;
+  const { nodeIf, peerIf } = spec;
   const found: string[] = [];
   const cmds: string[] = [];
   let node = await showVeth(nodeIf);
@@ -134,10 +131,7 @@ async function showVeth(name: string): Promise<LinkInfo | undefined> {
 }
 
 /** Removes the pair (deleting either end removes both); missing is fine. Answers whether it was there. */
-export async function removeNodeLink(
-  nodeIf: string = NODE_INTERFACE,
-  peerIf: string = NODE_PEER_INTERFACE,
-): Promise<boolean> {
+export async function removeNodeLink(nodeIf: string, peerIf: string): Promise<boolean> {
   let removed = false;
   for (const name of [nodeIf, peerIf]) {
     try {

@@ -26,12 +26,9 @@ import {
 } from "../../src/driver/kube/configmap-mirror.js";
 import { CONFIGMAP_COPY_DIR, kubeSettingsFrom } from "../../src/driver/kube/integration.js";
 import { podCidrsOfNode } from "../../src/driver/kube/node-pod-cidrs.js";
-import {
-  isRetryable,
-  MAC_ADDRESS_ANNOTATION,
-  podInterfaceMac,
-} from "../../src/driver/kube/pod-annotations.js";
+import { isRetryable, podInterfaceMac } from "../../src/driver/kube/pod-annotations.js";
 import { EVENT_REASON_SETUP_FAILED, setUpFailedMessage } from "../../src/driver/kube/pod-events.js";
+import { ANNOTATION_MAC_ADDRESS } from "../../src/midonet/node-contract.js";
 import type { CniStatusResponse, PodResponse } from "../../src/wire/types.js";
 import { queueDeletion } from "../support/deletion-queue.js";
 import { DriverHarness, expectNoCniError, REPO_ROOT, sleep } from "../support/driver-harness.js";
@@ -343,7 +340,7 @@ async function startKubeEnv(h: DriverHarness): Promise<KubeTestEnv> {
 }
 
 function annotationOf(server: FakeKubeApiServer, name: string): string | undefined {
-  return server.get("pods", NS, name)?.metadata?.annotations?.[MAC_ADDRESS_ANNOTATION];
+  return server.get("pods", NS, name)?.metadata?.annotations?.[ANNOTATION_MAC_ADDRESS];
 }
 
 function podMac(res: PodResponse): string {
@@ -479,7 +476,7 @@ describe("cni-driver serve with the Kubernetes API: Node, annotations, Events, o
     );
     expect(
       env.server.get("pods", NS, h.podName(1))?.metadata?.annotations ?? {},
-    ).to.not.have.property(MAC_ADDRESS_ANNOTATION);
+    ).to.not.have.property(ANNOTATION_MAC_ADDRESS);
   });
 
   it("retries the annotation patch on 409 Conflict until it lands", async () => {

@@ -12,12 +12,10 @@ import { expect } from "chai";
 import pino from "pino";
 import { connectKubeApi, isUidMismatch, type KubeApi } from "../../src/driver/kube/api.js";
 import { podObserver } from "../../src/driver/kube/integration.js";
-import {
-  MAC_ADDRESS_ANNOTATION,
-  PodAnnotationQueue,
-} from "../../src/driver/kube/pod-annotations.js";
+import { PodAnnotationQueue } from "../../src/driver/kube/pod-annotations.js";
 import { PodEventRecorder } from "../../src/driver/kube/pod-events.js";
 import type { PodNetworkObserver } from "../../src/driver/rpc/service.js";
+import { ANNOTATION_MAC_ADDRESS } from "../../src/midonet/node-contract.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
 
 const NS = "default";
@@ -72,7 +70,7 @@ describe("pod MAC annotation across nodes (fake kube-apiserver)", function () {
   const pod = (node: string) =>
     server.put("pods", { metadata: { name: "web-0", namespace: NS }, spec: { nodeName: node } });
   const annotation = () =>
-    server.get("pods", NS, "web-0")?.metadata?.annotations?.[MAC_ADDRESS_ANNOTATION];
+    server.get("pods", NS, "web-0")?.metadata?.annotations?.[ANNOTATION_MAC_ADDRESS];
   const attachment = (uid: string, containerId: string) => ({
     pod: { namespace: NS, name: "web-0", uid },
     containerId,

@@ -20,10 +20,7 @@ import { CniError } from "../../src/cni/errors.js";
 import { readMidonetConfig } from "../../src/driver/builtin/midonet-plugin.js";
 import { type DriverConfig, loadDriverConfig } from "../../src/driver/config/network-config.js";
 import { type KubeApi, KubeApiError } from "../../src/driver/kube/api.js";
-import {
-  type AnnotationWriteOutcome,
-  MAC_ADDRESS_ANNOTATION,
-} from "../../src/driver/kube/pod-annotations.js";
+import type { AnnotationWriteOutcome } from "../../src/driver/kube/pod-annotations.js";
 import {
   NodeConnectivity,
   type NodeConnectivityMetrics,
@@ -32,6 +29,7 @@ import {
   type NodeLinkPlan,
   nodeLinkPlan,
 } from "../../src/driver/midonet-node/node-connectivity.js";
+import { ANNOTATION_MAC_ADDRESS } from "../../src/midonet/node-contract.js";
 import {
   enableIpv4Forwarding,
   ensureNodeLink,
@@ -261,7 +259,7 @@ describe("node connectivity: retries, readiness, the Node annotation", () => {
     const removed: string[] = [];
     const patches: Record<string, string | null>[] = [];
     const api = {
-      readNodeAnnotations: async () => ({ [MAC_ADDRESS_ANNOTATION]: "aa:bb:cc:dd:ee:09" }),
+      readNodeAnnotations: async () => ({ [ANNOTATION_MAC_ADDRESS]: "aa:bb:cc:dd:ee:09" }),
       patchNodeAnnotations: async (_n: string, a: Record<string, string | null>) => {
         patches.push(a);
       },
@@ -286,7 +284,7 @@ describe("node connectivity: retries, readiness, the Node annotation", () => {
       nc.apply(kernel);
       await until(() => patches.length > 0, "the annotation's removal");
       expect(removed).to.deep.equal(["midokube-node midokube-mido"]);
-      expect(patches).to.deep.equal([{ [MAC_ADDRESS_ANNOTATION]: null }]);
+      expect(patches).to.deep.equal([{ [ANNOTATION_MAC_ADDRESS]: null }]);
       nc.apply(kernel);
       await sleep(100);
       expect(looked, "looked once per process").to.equal(1);
@@ -383,7 +381,7 @@ describe("node connectivity: retries, readiness, the Node annotation", () => {
     mac = "aa:bb:cc:dd:ee:03";
     nc.apply(cfg);
     await until(() => patches.length === 3, "the new MAC's patch");
-    expect(patches.map(([n, a]) => [n, a[MAC_ADDRESS_ANNOTATION]])).to.deep.equal([
+    expect(patches.map(([n, a]) => [n, a[ANNOTATION_MAC_ADDRESS]])).to.deep.equal([
       ["node-1", "aa:bb:cc:dd:ee:02"],
       ["node-1", "aa:bb:cc:dd:ee:02"],
       ["node-1", "aa:bb:cc:dd:ee:03"],
@@ -438,7 +436,7 @@ function fakeNodeApi(initial?: string): {
   };
   fake.api = {
     patchNodeAnnotations: async (_name: string, a: Record<string, string | null>) => {
-      const v = a[MAC_ADDRESS_ANNOTATION];
+      const v = a[ANNOTATION_MAC_ADDRESS];
       patches.push(v);
       const err = fake.refuse(v ?? null);
       if (err) throw err;
@@ -446,7 +444,7 @@ function fakeNodeApi(initial?: string): {
       else node.annotation = v;
     },
     readNodeAnnotations: async (): Promise<Record<string, string>> =>
-      node.annotation ? { [MAC_ADDRESS_ANNOTATION]: node.annotation } : {},
+      node.annotation ? { [ANNOTATION_MAC_ADDRESS]: node.annotation } : {},
   } as unknown as KubeApi;
   return fake;
 }
@@ -834,7 +832,7 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
   /** A resync interval and then some: what a repair may take. */
   const REPAIR_MS = RESYNC_S * 1000 + 4000;
   const nodeAnnotation = () =>
-    server.get("nodes", undefined, nodeName)?.metadata?.annotations?.[MAC_ADDRESS_ANNOTATION];
+    server.get("nodes", undefined, nodeName)?.metadata?.annotations?.[ANNOTATION_MAC_ADDRESS];
   const writes = (outcome: string) =>
     h.metric(`cni_driver_node_annotation_writes_total{outcome="${outcome}"}`);
   /** The driver's log lines from the node connectivity, from character `from` of its stderr. */
@@ -921,7 +919,7 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
     expect(mac).to.match(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/);
     const annotated = await until(
       () =>
-        server.get("nodes", undefined, nodeName)?.metadata?.annotations?.[MAC_ADDRESS_ANNOTATION],
+        server.get("nodes", undefined, nodeName)?.metadata?.annotations?.[ANNOTATION_MAC_ADDRESS],
       "the Node's annotation",
     );
     expect(annotated).to.equal(mac);
@@ -1053,7 +1051,7 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
     await until(
       () =>
         server.get("pods", h.podNamespace, h.podName(3))?.metadata?.annotations?.[
-          MAC_ADDRESS_ANNOTATION
+          ANNOTATION_MAC_ADDRESS
         ],
       "the pod's annotation",
     );

@@ -16,12 +16,10 @@ import {
 } from "../../src/driver/kube/annotation-owners.js";
 import type { KubeApi } from "../../src/driver/kube/api.js";
 import { KubeIntegration, podObserver } from "../../src/driver/kube/integration.js";
-import {
-  MAC_ADDRESS_ANNOTATION,
-  PodAnnotationQueue,
-} from "../../src/driver/kube/pod-annotations.js";
+import { PodAnnotationQueue } from "../../src/driver/kube/pod-annotations.js";
 import { PodEventRecorder } from "../../src/driver/kube/pod-events.js";
 import type { PodAttachmentInfo } from "../../src/driver/rpc/service.js";
+import { ANNOTATION_MAC_ADDRESS } from "../../src/midonet/node-contract.js";
 
 const logger = pino({ level: "silent" });
 
@@ -356,7 +354,7 @@ describe("podObserver with owners seeded at start", () => {
     observer.detached(info("b"));
     await annotations.idle();
     expect(patches).to.deep.equal([
-      { pod: "default/web", annotations: { [MAC_ADDRESS_ANNOTATION]: null } },
+      { pod: "default/web", annotations: { [ANNOTATION_MAC_ADDRESS]: null } },
     ]);
   });
 
@@ -375,13 +373,13 @@ describe("podObserver with owners seeded at start", () => {
     observer.detached(net1);
     await annotations.idle();
     expect(patches).to.deep.equal([
-      { pod: "default/web", annotations: { [MAC_ADDRESS_ANNOTATION]: "02:00:00:00:00:e0" } },
+      { pod: "default/web", annotations: { [ANNOTATION_MAC_ADDRESS]: "02:00:00:00:00:e0" } },
     ]);
     observer.detached(info("a"));
     await annotations.idle();
     expect(patches.at(-1)).to.deep.equal({
       pod: "default/web",
-      annotations: { [MAC_ADDRESS_ANNOTATION]: null },
+      annotations: { [ANNOTATION_MAC_ADDRESS]: null },
     });
   });
 
@@ -390,7 +388,7 @@ describe("podObserver with owners seeded at start", () => {
     observer.detached(info("a"));
     await annotations.idle();
     expect(patches).to.deep.equal([
-      { pod: "default/web", annotations: { [MAC_ADDRESS_ANNOTATION]: null } },
+      { pod: "default/web", annotations: { [ANNOTATION_MAC_ADDRESS]: null } },
     ]);
   });
 
@@ -408,7 +406,7 @@ describe("podObserver with owners seeded at start", () => {
     observer.detached(info("b"));
     await annotations.idle();
     expect(patches).to.deep.equal([
-      { pod: "default/web", annotations: { [MAC_ADDRESS_ANNOTATION]: "02:00:00:00:00:0c" } },
+      { pod: "default/web", annotations: { [ANNOTATION_MAC_ADDRESS]: "02:00:00:00:00:0c" } },
     ]);
     expect(owners.ownerOf({ namespace: "default", name: "web" })?.containerId).to.equal("c");
   });

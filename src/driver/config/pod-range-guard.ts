@@ -19,9 +19,9 @@ import {
   type ParsedCidr,
   parseCidr,
 } from "../../cni/ip.js";
+import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../../midonet/node-contract.js";
 import { bridgeMac } from "../../plumbing/mac.js";
 import type { InterfaceAddress } from "../../plumbing/node-addresses.js";
-import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../../plumbing/node-link.js";
 import { VXLAN_DEVICE } from "../cluster-network/settings.js";
 
 /** One address on one of the node's interfaces, as the driver's namespace shows it. */

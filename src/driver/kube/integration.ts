@@ -22,6 +22,7 @@
 import { join } from "node:path";
 import type pino from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
+import { ANNOTATION_MAC_ADDRESS } from "../../midonet/node-contract.js";
 import type { ListedAttachment } from "../chain/result-cache.js";
 import type { PodCidrs } from "../config/pod-cidr.js";
 import type { PodAttachmentInfo, PodNetworkObserver } from "../rpc/service.js";
@@ -37,7 +38,6 @@ import { ConfigMapMirror, type ConfigMapRef, parseConfigMapRef } from "./configm
 import { NodePodCidrs } from "./node-pod-cidrs.js";
 import {
   ANNOTATED_IF_NAME,
-  MAC_ADDRESS_ANNOTATION,
   type PodAnnotationMetrics,
   PodAnnotationQueue,
   podInterfaceMac,
@@ -299,13 +299,13 @@ export function podObserver(
       const mac = podInterfaceMac(result, a.ifName);
       if (!mac) return;
       owners.claim(pod, a);
-      annotations.set(pod, MAC_ADDRESS_ANNOTATION, mac);
+      annotations.set(pod, ANNOTATION_MAC_ADDRESS, mac);
     },
     detached(a) {
       const pod = podOf(a);
       if (!pod || a.ifName !== ANNOTATED_IF_NAME) return;
       if (!owners.release(pod, a)) return;
-      annotations.set(pod, MAC_ADDRESS_ANNOTATION, null);
+      annotations.set(pod, ANNOTATION_MAC_ADDRESS, null);
     },
     setUpFailed(a, step, error) {
       const pod = podOf(a);

@@ -11,12 +11,9 @@
  */
 import type pino from "pino";
 import { type BackoffPolicy, backoffDelay } from "../../common/backoff.js";
+import { ANNOTATION_MAC_ADDRESS } from "../../midonet/node-contract.js";
 import type { KubeApi } from "./api.js";
-import {
-  type AnnotationWriteOutcome,
-  isRetryable,
-  MAC_ADDRESS_ANNOTATION,
-} from "./pod-annotations.js";
+import { type AnnotationWriteOutcome, isRetryable } from "./pod-annotations.js";
 
 /**
  * What the Node's annotation should become: the MAC of the link in place, or
@@ -58,7 +55,7 @@ export class NodeMacAnnotation {
   private readonly key: string;
 
   constructor(private readonly o: NodeMacAnnotationOptions) {
-    this.key = o.annotation ?? MAC_ADDRESS_ANNOTATION;
+    this.key = o.annotation ?? ANNOTATION_MAC_ADDRESS;
   }
 
   /** The Node should carry `mac`. */

@@ -22,8 +22,6 @@ import { type BackoffPolicy, backoffDelay } from "../../common/backoff.js";
 import type { KubeApi } from "./api.js";
 import { isUidMismatch, KubeApiError } from "./api.js";
 
-export const MAC_ADDRESS_ANNOTATION = "midonet.org/mac-address";
-
 /**
  * The interface the annotation describes: the pod's primary one, which kubelet
  * always names eth0. An attachment of another interface (a second network's

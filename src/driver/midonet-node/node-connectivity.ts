@@ -4,7 +4,8 @@
  * as the original MidoNet CNI set up once the Node had a pod CIDR:
  *
  * - `midokube-node` in the host with the node IP, the pod CIDR's network + 2,
- *   its peer `midokube-mido` up for the agent (plumbing/node-link.ts);
+ *   its peer `midokube-mido` up for the agent (plumbing/node-link.ts; the names
+ *   and the addressing are MidoNet's node contract, midonet/node-contract.ts);
  * - routes to driver.json's `clusterCidr` and `serviceCidr` via the gateway
  *   (network + 1) on midokube-node;
  * - `net.ipv4.ip_forward` = 1 (only in this mode: the kernel datapath leaves
@@ -22,26 +23,25 @@
  * up is removed, and with it the Node's annotation.
  */
 import type pino from "pino";
-import { cidrNetwork, formatIp, type ParsedCidr, parseCidr } from "../../cni/ip.js";
+import { type ParsedCidr, parseCidr } from "../../cni/ip.js";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";
+import { NODE_INTERFACE, NODE_PEER_INTERFACE, podSubnetOf } from "../../midonet/node-contract.js";
 import {
   enableIpv4Forwarding,
   ensureNodeLink,
-  NODE_INTERFACE,
-  NODE_PEER_INTERFACE,
   type NodeLinkSpec,
   type NodeRoute,
   removeNodeLink,
 } from "../../plumbing/node-link.js";
 import { showLink } from "../../plumbing/pod-interface.js";
-import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "../builtin/midonet-plugin.js";
+import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi } from "../kube/api.js";
 import { NodeMacAnnotation } from "../kube/node-annotation.js";
 import type { AnnotationWriteOutcome } from "../kube/pod-annotations.js";
 
-export interface NodeLinkPlan extends Required<Pick<NodeLinkSpec, "nodeIf" | "peerIf">> {
+export interface NodeLinkPlan extends Pick<NodeLinkSpec, "nodeIf" | "peerIf"> {
   /** The network whose pod CIDR the node IP comes from. */
   network: string;
   mtu: number;
@@ -58,18 +58,6 @@ type JsonObject = Record<string, unknown>;
 
 const isObject = (v: unknown): v is JsonObject =>
   typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** The address `n` after the network of `cidr`, as text. */
-function nthAddress(cidr: ParsedCidr, n: number): string {
-  const bytes = Uint8Array.from(cidrNetwork(cidr).bytes);
-  let carry = n;
-  for (let i = bytes.length - 1; i >= 0 && carry > 0; i--) {
-    const sum = (bytes[i] as number) + carry;
-    bytes[i] = sum & 0xff;
-    carry = sum >> 8;
-  }
-  return formatIp(bytes);
-}
 
 /** The first IPv4 subnet of a host-local ipam: the legacy `subnet`, then `ranges` in order. */
 function firstV4Subnet(ipam: JsonObject): ParsedCidr | undefined {
@@ -110,7 +98,7 @@ export function nodeLinkPlan(cfg: DriverConfig): NodeLinkPlan | undefined {
         `network ${JSON.stringify(name)} uses the midonet datapath, but its ipam has no host-local IPv4 subnet to take the node IP from`,
       );
     }
-    const gateway = nthAddress(subnet, 1);
+    const { cidr: podCidr, gateway, nodeIp, prefix } = podSubnetOf(subnet);
     const s = cfg.settings;
     const routes = [s.clusterCidr, s.serviceCidr]
       .filter((c): c is string => typeof c === "string")
@@ -121,8 +109,8 @@ export function nodeLinkPlan(cfg: DriverConfig): NodeLinkPlan | undefined {
       nodeIf: typeof s.nodeInterface === "string" ? s.nodeInterface : NODE_INTERFACE,
       peerIf: typeof s.nodePeerInterface === "string" ? s.nodePeerInterface : NODE_PEER_INTERFACE,
       mtu,
-      podCidr: `${formatIp(cidrNetwork(subnet).bytes)}/${subnet.prefix}`,
-      addressCidr: `${nthAddress(subnet, 2)}/${subnet.prefix}`,
+      podCidr,
+      addressCidr: `${nodeIp}/${prefix}`,
       gateway,
       routes,
     };

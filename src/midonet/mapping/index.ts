@@ -2,7 +2,8 @@
  * Kubernetes → MidoNet mapping: pure functions from Nodes, Pods, Services and
  * EndpointSlices to the MidoNet resources that should exist (midonet.md §3).
  */
-export * from "./addressing.js";
+
+export { type PodSubnet, type PodSubnetResult, podSubnet } from "../node-contract.js";
 export * from "./cluster.js";
 export * from "./config.js";
 export * from "./desired-state.js";

@@ -5,17 +5,14 @@
  * field is optional the way the API server may omit it.
  */
 
-/** Annotations the integration reads and writes (names kept from midonet-kubernetes). */
-export const ANNOTATION_MAC_ADDRESS = "midonet.org/mac-address";
-export const ANNOTATION_HOST_ID = "midonet.org/host-id";
-export const ANNOTATION_TUNNEL_ZONE_ID = "midonet.org/tunnel-zone-id";
-export const ANNOTATION_TUNNEL_ENDPOINT_IP = "midonet.org/tunnel-endpoint-ip";
-/**
- * Ours, not the original's: the tunnel zone the controller last joined the
- * node's host to (written before the join), so a membership left in a zone
- * the node moved out of while the controller was down is found at restart.
- */
-export const ANNOTATION_TUNNEL_ZONE_JOINED = "midonet.org/tunnel-zone-joined";
+// The annotations are the node contract's; named here too for the controller, which reads them with these types.
+export {
+  ANNOTATION_HOST_ID,
+  ANNOTATION_MAC_ADDRESS,
+  ANNOTATION_TUNNEL_ENDPOINT_IP,
+  ANNOTATION_TUNNEL_ZONE_ID,
+  ANNOTATION_TUNNEL_ZONE_JOINED,
+} from "../node-contract.js";
 
 /** The label an EndpointSlice names its Service with. */
 export const LABEL_SERVICE_NAME = "kubernetes.io/service-name";

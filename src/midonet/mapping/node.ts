@@ -17,29 +17,31 @@
  * Each resource is produced as soon as what it needs is known, so a node whose
  * host id is not annotated yet still gets its bridge (its pods' ports need it).
  *
+ * The node link's names, the annotations and the pod CIDR's addressing are the
+ * node contract's (../node-contract.ts), shared with the driver.
+ *
  * IPv4 only inside MidoNet: the REST API validates route, router-port and rule
  * addresses as IPv4 (Route, RouterPort, Condition DTOs: @Pattern(IPv4.regex),
  * prefix ≤ 32). An IPv6 pod CIDR or address is reported as a warning; it still
  * reaches the node plumbing data (nodePlumbing), which is dual-stack.
  */
 
+import { formatIp, parseIp } from "../../cni/ip.js";
 import { normalizeMac } from "../../plumbing/mac.js";
 import { idForKey, isUuid, macForKey, subId } from "../ids.js";
-import { type PodSubnet, parseAddress, podSubnet } from "./addressing.js";
-import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
 import {
   ANNOTATION_HOST_ID,
   ANNOTATION_MAC_ADDRESS,
   ANNOTATION_TUNNEL_ENDPOINT_IP,
   ANNOTATION_TUNNEL_ZONE_ID,
-  type Node,
-} from "./k8s.js";
+  NODE_INTERFACE,
+  NODE_PEER_INTERFACE,
+  type PodSubnet,
+  podSubnet,
+} from "../node-contract.js";
+import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
+import type { Node } from "./k8s.js";
 import { MappingBuilder, nodeOwner, type ObjectMapping } from "./model.js";
-
-/** The host side of the node's link into MidoNet, holding the node's pod-network address. */
-export const NODE_INTERFACE = "midokube-node";
-/** The MidoNet side, bound to the node port. */
-export const NODE_MIDONET_INTERFACE = "midokube-mido";
 
 export interface NodeIds {
   bridge: string;
@@ -86,7 +88,7 @@ export function nodePodCidrs(node: Node): readonly string[] {
 /** What the host needs to plug itself into the pod network (both families). */
 export interface NodePlumbing {
   interfaceName: typeof NODE_INTERFACE;
-  peerName: typeof NODE_MIDONET_INTERFACE;
+  peerName: typeof NODE_PEER_INTERFACE;
   /** The network's MTU; undefined leaves the kernel's default. */
   mtu?: number;
   /** One per pod CIDR: the node address with the CIDR's prefix, and its gateway. */
@@ -109,7 +111,7 @@ export function nodePlumbing(
   if (subnets.length === 0) return undefined;
   const plumbing: NodePlumbing = {
     interfaceName: NODE_INTERFACE,
-    peerName: NODE_MIDONET_INTERFACE,
+    peerName: NODE_PEER_INTERFACE,
     addresses: subnets.map((s) => ({
       family: s.family,
       address: `${s.nodeIp}/${s.prefix}`,
@@ -119,22 +121,52 @@ export function nodePlumbing(
   };
   if (c.mtu !== undefined) plumbing.mtu = c.mtu;
   for (const dst of [...c.clusterCidrs, ...c.serviceCidrs]) {
-    const family = parseAddress(dst.split("/")[0] ?? "")?.family;
+    const family = parseIp(dst.split("/")[0] ?? "")?.family;
     const via = subnets.find((s) => s.family === family)?.gateway;
     if (via) plumbing.routes.push({ dst, via });
   }
   return plumbing;
 }
 
+/** What every step of mapping one node shares. */
+interface NodeMapping {
+  node: Node;
+  name: string;
+  c: ResolvedConfig;
+  ids: NodeIds;
+  b: MappingBuilder;
+}
+
+/**
+ * The resources of one node, each step adding what it can with what the node
+ * has so far (see the header), in the order MidoNet needs them created.
+ */
 export function mapNode(node: Node, config: MappingConfig | ResolvedConfig): ObjectMapping {
   const c = resolveConfig(config);
   const name = node.metadata.name;
-  const b = new MappingBuilder(nodeOwner(name));
-  const ids = nodeIds(c, name);
-  const g = c.ids;
-  const annotations = node.metadata.annotations ?? {};
+  const m: NodeMapping = {
+    node,
+    name,
+    c,
+    ids: nodeIds(c, name),
+    b: new MappingBuilder(nodeOwner(name)),
+  };
+  const v4 = mappablePodSubnet(m);
+  const hostId = annotatedHostId(m);
+  addBridge(m);
+  if (v4) addRouterLink(m, v4);
+  addNodePort(m);
+  if (v4) {
+    addNodeSnat(m, v4);
+    addNodeAddressRoutes(m, v4);
+  }
+  if (hostId) addHostBinding(m, hostId);
+  addMacEntries(m, v4);
+  return m.b.build();
+}
 
-  // The pod CIDR MidoNet carries: the first IPv4 one.
+/** The pod CIDR MidoNet carries: the first IPv4 one; the others are warned about. */
+function mappablePodSubnet({ node, b }: NodeMapping): PodSubnet | undefined {
   let v4: PodSubnet | undefined;
   for (const cidr of nodePodCidrs(node)) {
     const r = podSubnet(cidr);
@@ -152,15 +184,24 @@ export function mapNode(node: Node, config: MappingConfig | ResolvedConfig): Obj
       v4 = r.subnet;
     }
   }
+  return v4;
+}
 
-  const hostText = annotations[ANNOTATION_HOST_ID];
+/** The node's host id, warning when it is missing or not a UUID. */
+function annotatedHostId({ node, b }: NodeMapping): string | undefined {
+  const hostText = node.metadata.annotations?.[ANNOTATION_HOST_ID];
   const hostId = nodeHostId(node);
   if (hostText === undefined || hostText.trim() === "") {
     b.warn("no-host-id", `no ${ANNOTATION_HOST_ID} annotation yet: node port not bound`);
   } else if (!hostId) {
     b.warn("invalid-value", `${ANNOTATION_HOST_ID} ${JSON.stringify(hostText)} is not a UUID`);
   }
+  return hostId;
+}
 
+/** The node's bridge and its port towards the cluster router. */
+function addBridge({ name, c, ids, b }: NodeMapping): void {
+  const g = c.ids;
   b.add(
     {
       kind: "Bridge",
@@ -171,46 +212,51 @@ export function mapNode(node: Node, config: MappingConfig | ResolvedConfig): Obj
   b.add({ kind: "Port", parentId: ids.bridge, body: { id: ids.bridgePort, type: "Bridge" } }, [
     ids.bridge,
   ]);
+}
 
-  if (v4) {
-    b.add(
-      {
-        kind: "Port",
-        parentId: g.clusterRouter,
-        body: {
-          id: ids.routerPort,
-          type: "Router",
-          portSubnet: [`${v4.gateway}/${v4.prefix}`],
-          // Always sent: MidoNet picks a random MAC when it is missing on create
-          // and clears it when missing on PUT.
-          portMac: macForKey(name),
-        },
+/** The router's port on the pod CIDR (its gateway), the route to the CIDR, and the link to the bridge. */
+function addRouterLink({ name, c, ids, b }: NodeMapping, v4: PodSubnet): void {
+  const router = c.ids.clusterRouter;
+  b.add(
+    {
+      kind: "Port",
+      parentId: router,
+      body: {
+        id: ids.routerPort,
+        type: "Router",
+        portSubnet: [`${v4.gateway}/${v4.prefix}`],
+        // Always sent: MidoNet picks a random MAC when it is missing on create
+        // and clears it when missing on PUT.
+        portMac: macForKey(name),
       },
-      [g.clusterRouter],
-    );
-    b.add(
-      {
-        kind: "Route",
-        parentId: g.clusterRouter,
-        body: {
-          id: ids.route,
-          type: "Normal",
-          srcNetworkAddr: "0.0.0.0",
-          srcNetworkLength: 0,
-          dstNetworkAddr: v4.network,
-          dstNetworkLength: v4.prefix,
-          nextHopPort: ids.routerPort,
-          weight: 0,
-        },
+    },
+    [router],
+  );
+  b.add(
+    {
+      kind: "Route",
+      parentId: router,
+      body: {
+        id: ids.route,
+        type: "Normal",
+        srcNetworkAddr: "0.0.0.0",
+        srcNetworkLength: 0,
+        dstNetworkAddr: v4.network,
+        dstNetworkLength: v4.prefix,
+        nextHopPort: ids.routerPort,
+        weight: 0,
       },
-      [g.clusterRouter, ids.routerPort],
-    );
-    b.add({ kind: "PortLink", parentId: ids.bridgePort, body: { peerId: ids.routerPort } }, [
-      ids.bridgePort,
-      ids.routerPort,
-    ]);
-  }
+    },
+    [router, ids.routerPort],
+  );
+  b.add({ kind: "PortLink", parentId: ids.bridgePort, body: { peerId: ids.routerPort } }, [
+    ids.bridgePort,
+    ids.routerPort,
+  ]);
+}
 
+/** The port the host plugs into, filtered outbound by the node's own chain. */
+function addNodePort({ name, c, ids, b }: NodeMapping): void {
   b.add(
     { kind: "Chain", body: { id: ids.chain, name: `KUBE-NODE-${name}`, tenantId: c.tenant } },
     [],
@@ -223,126 +269,117 @@ export function mapNode(node: Node, config: MappingConfig | ResolvedConfig): Obj
     },
     [ids.bridge, ids.chain],
   );
+}
 
-  if (v4) {
-    // Traffic from the node address leaves towards pods as the gateway, so the
-    // replies come back through MidoNet (where the reverse NAT of services happens)
-    // instead of straight to the host.
-    b.add(
-      {
-        kind: "Rule",
-        parentId: ids.chain,
-        body: {
-          id: ids.snatRule,
-          type: "snat",
-          dlType: 0x0800,
-          nwSrcAddress: v4.nodeIp,
-          nwSrcLength: 32,
-          natTargets: [
-            {
-              addressFrom: v4.gateway,
-              addressTo: v4.gateway,
-              portFrom: c.snatPorts.from,
-              portTo: c.snatPorts.to,
-            },
-          ],
-          flowAction: "continue",
-        },
-      },
-      [ids.chain],
-      "1",
-    );
-
-    for (const a of node.status?.addresses ?? []) {
-      if (a.type !== "InternalIP" && a.type !== "ExternalIP") continue;
-      const addr = parseAddress(a.address);
-      if (!addr) {
-        b.warn("invalid-value", `${a.type} ${JSON.stringify(a.address)} does not parse`);
-        continue;
-      }
-      if (addr.family === 6) {
-        b.warn("ipv6-not-mappable", `${a.type} ${addr.ip}: MidoNet routes are IPv4 only`);
-        continue;
-      }
-      b.add(
-        {
-          kind: "Route",
-          parentId: g.clusterRouter,
-          body: {
-            id: idForKey(c.tenant, "Node Address", `${name}/${a.type}/${addr.ip}`, c.version),
-            type: "Normal",
-            srcNetworkAddr: "0.0.0.0",
-            srcNetworkLength: 0,
-            dstNetworkAddr: addr.ip,
-            dstNetworkLength: 32,
-            nextHopPort: ids.routerPort,
-            nextHopGateway: v4.nodeIp,
-            weight: 0,
+/**
+ * Traffic from the node address leaves towards pods as the gateway, so the
+ * replies come back through MidoNet (where the reverse NAT of services happens)
+ * instead of straight to the host.
+ */
+function addNodeSnat({ c, ids, b }: NodeMapping, v4: PodSubnet): void {
+  b.add(
+    {
+      kind: "Rule",
+      parentId: ids.chain,
+      body: {
+        id: ids.snatRule,
+        type: "snat",
+        dlType: 0x0800,
+        nwSrcAddress: v4.nodeIp,
+        nwSrcLength: 32,
+        natTargets: [
+          {
+            addressFrom: v4.gateway,
+            addressTo: v4.gateway,
+            portFrom: c.snatPorts.from,
+            portTo: c.snatPorts.to,
           },
-        },
-        [g.clusterRouter, ids.routerPort],
-      );
-    }
-  }
+        ],
+        flowAction: "continue",
+      },
+    },
+    [ids.chain],
+    "1",
+  );
+}
 
-  let membership: string | undefined;
-  if (hostId) {
-    const zoneText = annotations[ANNOTATION_TUNNEL_ZONE_ID]?.trim();
-    let zone = g.defaultTunnelZone;
-    if (zoneText) {
-      if (isUuid(zoneText)) zone = zoneText.toLowerCase();
-      else
-        b.warn(
-          "invalid-value",
-          `${ANNOTATION_TUNNEL_ZONE_ID} ${JSON.stringify(zoneText)} is not a UUID; using the default zone`,
-        );
+/** Each IPv4 InternalIP and ExternalIP of the node, routed via the node's pod-network address. */
+function addNodeAddressRoutes({ node, name, c, ids, b }: NodeMapping, v4: PodSubnet): void {
+  const router = c.ids.clusterRouter;
+  for (const a of node.status?.addresses ?? []) {
+    if (a.type !== "InternalIP" && a.type !== "ExternalIP") continue;
+    const ip = parseIp(a.address);
+    if (!ip) {
+      b.warn("invalid-value", `${a.type} ${JSON.stringify(a.address)} does not parse`);
+      continue;
     }
-    const endpoint = tunnelEndpoint(node, b);
-    if (endpoint) {
-      membership = b.add(
-        {
-          kind: "TunnelZoneHost",
-          parentId: zone,
-          body: { hostId, ipAddress: endpoint },
-        },
-        zone === g.defaultTunnelZone ? [zone] : [],
-      );
+    const address = formatIp(ip);
+    if (ip.family === 6) {
+      b.warn("ipv6-not-mappable", `${a.type} ${address}: MidoNet routes are IPv4 only`);
+      continue;
     }
-    // MidoNet refuses a binding while the host is in no tunnel zone.
     b.add(
       {
-        kind: "HostInterfacePort",
-        parentId: hostId,
-        body: { hostId, portId: ids.nodePort, interfaceName: NODE_MIDONET_INTERFACE },
+        kind: "Route",
+        parentId: router,
+        body: {
+          id: idForKey(c.tenant, "Node Address", `${name}/${a.type}/${address}`, c.version),
+          type: "Normal",
+          srcNetworkAddr: "0.0.0.0",
+          srcNetworkLength: 0,
+          dstNetworkAddr: address,
+          dstNetworkLength: 32,
+          nextHopPort: ids.routerPort,
+          nextHopGateway: v4.nodeIp,
+          weight: 0,
+        },
       },
-      membership ? [ids.nodePort, membership] : [ids.nodePort],
+      [router, ids.routerPort],
     );
   }
+}
 
-  const macText = annotations[ANNOTATION_MAC_ADDRESS];
-  if (macText !== undefined) {
-    const mac = normalizeMac(macText);
-    if (!mac) {
-      b.warn("invalid-value", `${ANNOTATION_MAC_ADDRESS} ${JSON.stringify(macText)} is not a MAC`);
-    } else {
-      b.add(
-        { kind: "MacPort", parentId: ids.bridge, body: { macAddr: mac, portId: ids.nodePort } },
-        [ids.bridge, ids.nodePort],
-      );
-      if (v4) {
-        b.add({ kind: "IP4Mac", parentId: ids.bridge, body: { ip: v4.nodeIp, mac } }, [ids.bridge]);
-      }
-    }
+/** The host's tunnel zone membership (when it has an endpoint) and the node port's binding. */
+function addHostBinding(m: NodeMapping, hostId: string): void {
+  const { ids, b } = m;
+  const zone = tunnelZone(m);
+  const endpoint = tunnelEndpoint(m);
+  let membership: string | undefined;
+  if (endpoint) {
+    membership = b.add(
+      { kind: "TunnelZoneHost", parentId: zone, body: { hostId, ipAddress: endpoint } },
+      zone === m.c.ids.defaultTunnelZone ? [zone] : [],
+    );
   }
-  return b.build();
+  // MidoNet refuses a binding while the host is in no tunnel zone.
+  b.add(
+    {
+      kind: "HostInterfacePort",
+      parentId: hostId,
+      body: { hostId, portId: ids.nodePort, interfaceName: NODE_PEER_INTERFACE },
+    },
+    membership ? [ids.nodePort, membership] : [ids.nodePort],
+  );
+}
+
+/** The annotated tunnel zone, lowercase; the default zone when absent or not a UUID. */
+function tunnelZone({ node, c, b }: NodeMapping): string {
+  const zoneText = node.metadata.annotations?.[ANNOTATION_TUNNEL_ZONE_ID]?.trim();
+  if (!zoneText) return c.ids.defaultTunnelZone;
+  if (isUuid(zoneText)) return zoneText.toLowerCase();
+  b.warn(
+    "invalid-value",
+    `${ANNOTATION_TUNNEL_ZONE_ID} ${JSON.stringify(zoneText)} is not a UUID; using the default zone`,
+  );
+  return c.ids.defaultTunnelZone;
 }
 
 /** The annotated tunnel endpoint, else the first IPv4 InternalIP. */
-function tunnelEndpoint(node: Node, b: MappingBuilder): string | undefined {
+function tunnelEndpoint({ node, b }: NodeMapping): string | undefined {
   const annotated = node.metadata.annotations?.[ANNOTATION_TUNNEL_ENDPOINT_IP]?.trim();
   if (annotated) {
-    const addr = parseAddress(annotated);
-    if (addr?.family === 4) return addr.ip;
+    const ip = parseIp(annotated);
+    if (ip?.family === 4) return formatIp(ip);
     b.warn(
       "invalid-value",
       `${ANNOTATION_TUNNEL_ENDPOINT_IP} ${JSON.stringify(annotated)} is not an IPv4 address`,
@@ -350,12 +387,30 @@ function tunnelEndpoint(node: Node, b: MappingBuilder): string | undefined {
   }
   for (const a of node.status?.addresses ?? []) {
     if (a.type !== "InternalIP") continue;
-    const addr = parseAddress(a.address);
-    if (addr?.family === 4) return addr.ip;
+    const ip = parseIp(a.address);
+    if (ip?.family === 4) return formatIp(ip);
   }
   b.warn(
     "no-tunnel-endpoint",
     "no IPv4 InternalIP for the tunnel endpoint: host not added to the tunnel zone",
   );
   return undefined;
+}
+
+/** With the MAC annotation: the node port's MAC entry, and the node address's ARP entry. */
+function addMacEntries({ node, ids, b }: NodeMapping, v4: PodSubnet | undefined): void {
+  const macText = node.metadata.annotations?.[ANNOTATION_MAC_ADDRESS];
+  if (macText === undefined) return;
+  const mac = normalizeMac(macText);
+  if (!mac) {
+    b.warn("invalid-value", `${ANNOTATION_MAC_ADDRESS} ${JSON.stringify(macText)} is not a MAC`);
+    return;
+  }
+  b.add({ kind: "MacPort", parentId: ids.bridge, body: { macAddr: mac, portId: ids.nodePort } }, [
+    ids.bridge,
+    ids.nodePort,
+  ]);
+  if (v4) {
+    b.add({ kind: "IP4Mac", parentId: ids.bridge, body: { ip: v4.nodeIp, mac } }, [ids.bridge]);
+  }
 }

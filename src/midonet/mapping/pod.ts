@@ -13,12 +13,13 @@
  * bridge tables are IPv4 ARP only.
  */
 
+import { formatIp, parseIp } from "../../cni/ip.js";
 import { normalizeMac } from "../../plumbing/mac.js";
 import { hostVethName } from "../host-veth-name.js";
 import { idForKey } from "../ids.js";
-import { parseAddress } from "./addressing.js";
+import { ANNOTATION_MAC_ADDRESS } from "../node-contract.js";
 import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
-import { ANNOTATION_MAC_ADDRESS, type Pod } from "./k8s.js";
+import type { Pod } from "./k8s.js";
 import { MappingBuilder, type ObjectMapping, podOwner } from "./model.js";
 import { nodeBridgeId } from "./node.js";
 
@@ -98,8 +99,10 @@ function podIpv4s(pod: Pod): string[] {
   if (texts.length === 0 && pod.status?.podIP) texts.push(pod.status.podIP);
   const out: string[] = [];
   for (const text of texts) {
-    const addr = parseAddress(text);
-    if (addr?.family === 4 && !out.includes(addr.ip)) out.push(addr.ip);
+    const ip = parseIp(text);
+    if (ip?.family !== 4) continue;
+    const canonical = formatIp(ip);
+    if (!out.includes(canonical)) out.push(canonical);
   }
   return out;
 }

@@ -41,11 +41,11 @@
  * Also not mapped: node ports, load-balancer and external IPs (only the cluster
  * IP of a ClusterIP, NodePort or LoadBalancer Service is), session affinity.
  */
+import { formatIp, type ParsedIp, parseIp } from "../../cni/ip.js";
 import { idForKey, subId } from "../ids.js";
 import type { NatTarget } from "../resources.js";
-import { ipv4SortKey, parseAddress } from "./addressing.js";
 import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
-import type { EndpointSlice, Service } from "./k8s.js";
+import type { EndpointSlice, Service, ServicePort } from "./k8s.js";
 import { MappingBuilder, type ObjectMapping, serviceOwner } from "./model.js";
 
 /** IP protocol numbers of the Service protocols MidoNet rules can match. */
@@ -89,15 +89,12 @@ function readyTargets(slices: readonly EndpointSlice[]): Map<string, Target[]> {
         // The API: "ready ... nil should be interpreted as true".
         if (ep.conditions?.ready === false) continue;
         for (const text of ep.addresses) {
-          const addr = parseAddress(text);
-          if (addr?.family !== 4) continue;
-          const id = `${addr.ip}:${p.port}`;
+          const parsed = parseIp(text);
+          if (parsed?.family !== 4) continue;
+          const ip = formatIp(parsed);
+          const id = `${ip}:${p.port}`;
           if (!targets.has(id)) {
-            targets.set(id, {
-              ip: addr.ip,
-              port: p.port,
-              sortKey: `${ipv4SortKey(addr.ip)}:${p.port}`,
-            });
+            targets.set(id, { ip, port: p.port, sortKey: `${ipv4SortKey(parsed)}:${p.port}` });
           }
         }
       }
@@ -113,6 +110,16 @@ function readyTargets(slices: readonly EndpointSlice[]): Map<string, Target[]> {
     );
   }
   return out;
+}
+
+/**
+ * A sort key that orders IPv4 addresses numerically with plain string
+ * comparison ("10.0.0.9" before "10.0.0.10"): eight hex digits.
+ */
+function ipv4SortKey(ip: ParsedIp): string {
+  let key = "";
+  for (const octet of ip.bytes) key += octet.toString(16).padStart(2, "0");
+  return key;
 }
 
 /**
@@ -136,25 +143,13 @@ export function mapService(
       ? [spec.clusterIP]
       : [];
   if (clusterIps.length === 0 || clusterIps[0] === "None") return b.build("headless");
-  let vip: string | undefined;
-  for (const text of clusterIps) {
-    const addr = parseAddress(text);
-    if (!addr) b.warn("invalid-value", `cluster IP ${JSON.stringify(text)} does not parse`);
-    else if (addr.family === 6)
-      b.warn("ipv6-not-mappable", `cluster IP ${addr.ip}: MidoNet rules and NAT are IPv4 only`);
-    else vip ??= addr.ip;
-  }
+  const vip = firstIpv4ClusterIp(clusterIps, b);
   if (!vip) return b.build("no-ipv4-cluster-ip");
 
-  const servicesChain = c.ids.servicesChain;
+  const s: ServiceMapping = { c, b, namespace, name, vip };
   const targetsByPort = readyTargets(slices);
-  const ports = [...(spec.ports ?? [])].sort((x, y) => {
-    const kx = `${x.name ?? ""}/${x.protocol ?? "TCP"}/${x.port}`;
-    const ky = `${y.name ?? ""}/${y.protocol ?? "TCP"}/${y.port}`;
-    return kx < ky ? -1 : kx > ky ? 1 : 0;
-  });
   let sctpWarned = false;
-  for (const p of ports) {
+  for (const p of sortedPorts(spec.ports ?? [])) {
     const protocol = p.protocol ?? "TCP";
     const nwProto = PROTOCOL_NUMBERS[protocol];
     const portName = p.name ?? "";
@@ -172,97 +167,159 @@ export function mapService(
         "SCTP port: rules made, but MidoNet's NAT translates only TCP, UDP and ICMP",
       );
     }
-
-    const portKey = `${namespace}/${name}/${portName}`;
-    const chain = servicePortChainId(c, namespace, name, portName);
-    b.add(
-      { kind: "Chain", body: { id: chain, name: `KUBE-SVC-${portKey}`, tenantId: c.tenant } },
-      [],
-    );
-
-    // The original's sub-resource key (pkg/converter/service/converter.go):
-    // "<ns>/<name>/<port name>/<cluster IP>/<IP protocol number>/<port>", the
-    // protocol as a number (6, 17), so a cluster moving from it keeps the id.
-    const match = `${portKey}/${vip}/${nwProto}/${p.port}`;
-    b.add(
-      {
-        kind: "Rule",
-        parentId: servicesChain,
-        body: {
-          id: idForKey(c.tenant, "ServicePortSub", match, c.version),
-          type: "jump",
-          jumpChainId: chain,
-          dlType: 0x0800,
-          nwDstAddress: vip,
-          nwDstLength: 32,
-          nwProto,
-          tpDst: { start: p.port, end: p.port },
-        },
-      },
-      [servicesChain, chain],
-      match,
-    );
-
     const targets = targetsByPort.get(`${portName}/${protocol}`) ?? [];
-    if (targets.length === 0) {
-      b.add(
-        { kind: "Rule", parentId: chain, body: { id: subId(chain, "No Endpoints"), type: "drop" } },
-        [chain],
-        "3",
-      );
+    addServicePort(s, { name: portName, port: p.port, nwProto }, targets);
+  }
+  return b.build();
+}
+
+/** What every port of one Service shares. */
+interface ServiceMapping {
+  c: ResolvedConfig;
+  b: MappingBuilder;
+  namespace: string;
+  name: string;
+  /** The cluster IP the rules match and SNAT to. */
+  vip: string;
+}
+
+/** The first IPv4 cluster IP, canonical; the others are warned about. */
+function firstIpv4ClusterIp(texts: readonly string[], b: MappingBuilder): string | undefined {
+  let vip: string | undefined;
+  for (const text of texts) {
+    const parsed = parseIp(text);
+    if (!parsed) {
+      b.warn("invalid-value", `cluster IP ${JSON.stringify(text)} does not parse`);
       continue;
     }
+    const ip = formatIp(parsed);
+    if (parsed.family === 6)
+      b.warn("ipv6-not-mappable", `cluster IP ${ip}: MidoNet rules and NAT are IPv4 only`);
+    else vip ??= ip;
+  }
+  return vip;
+}
 
-    let previousIp: string | undefined;
-    for (const t of targets) {
-      if (t.ip === previousIp) continue; // sorted: one SNAT per address
-      previousIp = t.ip;
-      b.add(
-        {
-          kind: "Rule",
-          parentId: chain,
-          body: {
-            id: subId(chain, `Hairpin SNAT ${vip} ${t.ip}`),
-            type: "snat",
-            dlType: 0x0800,
-            nwSrcAddress: t.ip,
-            nwSrcLength: 32,
-            natTargets: [
-              {
-                addressFrom: vip,
-                addressTo: vip,
-                portFrom: c.snatPorts.from,
-                portTo: c.snatPorts.to,
-              },
-            ],
-            flowAction: "continue",
-          },
-        },
-        [chain],
-        `1/${t.sortKey.slice(0, 8)}`,
-      );
-    }
+/** The Service's ports in a stable order: by name, protocol and port. */
+function sortedPorts(ports: readonly ServicePort[]): ServicePort[] {
+  return [...ports].sort((x, y) => {
+    const kx = `${x.name ?? ""}/${x.protocol ?? "TCP"}/${x.port}`;
+    const ky = `${y.name ?? ""}/${y.protocol ?? "TCP"}/${y.port}`;
+    return kx < ky ? -1 : kx > ky ? 1 : 0;
+  });
+}
 
-    const natTargets: NatTarget[] = targets.map((t) => ({
-      addressFrom: t.ip,
-      addressTo: t.ip,
-      portFrom: t.port,
-      portTo: t.port,
-    }));
+/**
+ * One service port: its chain, the jump to it from KUBE-SERVICES, and inside
+ * it the hairpin SNATs and the DNAT to the ready endpoints (or a drop when
+ * there is none).
+ */
+function addServicePort(
+  s: ServiceMapping,
+  port: { name: string; port: number; nwProto: number },
+  targets: readonly Target[],
+): void {
+  const { c, b, namespace, name, vip } = s;
+  const servicesChain = c.ids.servicesChain;
+  const portKey = `${namespace}/${name}/${port.name}`;
+  const chain = servicePortChainId(c, namespace, name, port.name);
+  b.add(
+    { kind: "Chain", body: { id: chain, name: `KUBE-SVC-${portKey}`, tenantId: c.tenant } },
+    [],
+  );
+
+  // The original's sub-resource key (pkg/converter/service/converter.go):
+  // "<ns>/<name>/<port name>/<cluster IP>/<IP protocol number>/<port>", the
+  // protocol as a number (6, 17), so a cluster moving from it keeps the id.
+  const match = `${portKey}/${vip}/${port.nwProto}/${port.port}`;
+  b.add(
+    {
+      kind: "Rule",
+      parentId: servicesChain,
+      body: {
+        id: idForKey(c.tenant, "ServicePortSub", match, c.version),
+        type: "jump",
+        jumpChainId: chain,
+        dlType: 0x0800,
+        nwDstAddress: vip,
+        nwDstLength: 32,
+        nwProto: port.nwProto,
+        tpDst: { start: port.port, end: port.port },
+      },
+    },
+    [servicesChain, chain],
+    match,
+  );
+
+  if (targets.length === 0) {
+    b.add(
+      { kind: "Rule", parentId: chain, body: { id: subId(chain, "No Endpoints"), type: "drop" } },
+      [chain],
+      "3",
+    );
+    return;
+  }
+  addHairpinSnats(s, chain, targets);
+  addDnat(b, chain, targets);
+}
+
+/** One SNAT per endpoint address (targets are sorted): a pod reaching its own Service leaves as the cluster IP. */
+function addHairpinSnats(
+  { c, b, vip }: ServiceMapping,
+  chain: string,
+  targets: readonly Target[],
+): void {
+  let previousIp: string | undefined;
+  for (const t of targets) {
+    if (t.ip === previousIp) continue;
+    previousIp = t.ip;
     b.add(
       {
         kind: "Rule",
         parentId: chain,
         body: {
-          id: subId(chain, `DNAT ${targets.map((t) => `${t.ip}:${t.port}`).join(" ")}`),
-          type: "dnat",
-          natTargets,
-          flowAction: "accept",
+          id: subId(chain, `Hairpin SNAT ${vip} ${t.ip}`),
+          type: "snat",
+          dlType: 0x0800,
+          nwSrcAddress: t.ip,
+          nwSrcLength: 32,
+          natTargets: [
+            {
+              addressFrom: vip,
+              addressTo: vip,
+              portFrom: c.snatPorts.from,
+              portTo: c.snatPorts.to,
+            },
+          ],
+          flowAction: "continue",
         },
       },
       [chain],
-      "2",
+      `1/${t.sortKey.slice(0, 8)}`,
     );
   }
-  return b.build();
+}
+
+/** One DNAT with a target per ready endpoint, which MidoNet picks among at random per connection. */
+function addDnat(b: MappingBuilder, chain: string, targets: readonly Target[]): void {
+  const natTargets: NatTarget[] = targets.map((t) => ({
+    addressFrom: t.ip,
+    addressTo: t.ip,
+    portFrom: t.port,
+    portTo: t.port,
+  }));
+  b.add(
+    {
+      kind: "Rule",
+      parentId: chain,
+      body: {
+        id: subId(chain, `DNAT ${targets.map((t) => `${t.ip}:${t.port}`).join(" ")}`),
+        type: "dnat",
+        natTargets,
+        flowAction: "accept",
+      },
+    },
+    [chain],
+    "2",
+  );
 }
