@@ -632,6 +632,7 @@ describe("MidoNet API simulator", () => {
         { type: "accept", dlType: 10 },
         { type: "accept", tpDst: { start: 90, end: 80 } },
         { type: "accept", nwSrcAddress: "10.0.0.300" },
+        { type: "accept", invNwDst: true },
       ]) {
         expectError(await post(path, type, body), 400);
       }
@@ -648,8 +649,6 @@ describe("MidoNet API simulator", () => {
         nwSrcLength: 32,
         nwProto: 6,
         tpDst: { start: 80, end: 80 },
-        invNwDst: true,
-        matchForwardFlow: true,
         natTargets: [
           { addressFrom: "10.1.0.1", addressTo: "10.1.0.1", portFrom: 30000, portTo: 60000 },
         ],

@@ -1,0 +1,127 @@
+/** The simulator's errors (status + Error-v1 message) and request body validation. */
+import { randomBytes } from "node:crypto";
+import { isIPv4 } from "node:net";
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const badRequest = (m: string) => new ApiError(400, m);
+export const notFound = (m: string) => new ApiError(404, m);
+export const conflict = (m: string) => new ApiError(409, m);
+
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
+
+/** A locally administered unicast MAC: what MidoNet's MAC.random() hands out. */
+export function randomMac(): string {
+  const b = randomBytes(5);
+  return ["02", ...Array.from(b, (x) => x.toString(16).padStart(2, "0"))].join(":");
+}
+
+/** "aa-bb-cc-dd-ee-ff" (as entry paths carry it) → "aa:bb:cc:dd:ee:ff", or undefined. */
+export function macFromPath(s: string): string | undefined {
+  const mac = s.replaceAll("-", ":").toLowerCase();
+  return MAC_RE.test(mac) ? mac : undefined;
+}
+
+export function validCidr(s: unknown): s is string {
+  if (typeof s !== "string") return false;
+  const [addr, len, extra] = s.split("/");
+  if (extra !== undefined || addr === undefined || len === undefined) return false;
+  const n = Number(len);
+  return isIPv4(addr) && /^\d{1,2}$/.test(len) && n >= 0 && n <= 32;
+}
+
+/**
+ * A request body checked the way MidoNet's JSON binding does: a field the
+ * resource does not have is a 400 (a typo such as nwDstAdress would otherwise
+ * silently drop a match condition); read-only fields are accepted and ignored.
+ * null stands for "not set".
+ */
+export class Body {
+  private constructor(
+    private readonly kind: string,
+    private readonly obj: Record<string, unknown>,
+  ) {}
+
+  static parse(
+    kind: string,
+    raw: unknown,
+    writable: readonly string[],
+    readOnly: readonly string[] = [],
+  ): Body {
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+      throw badRequest(`${kind}: the body must be a JSON object`);
+    }
+    const obj = raw as Record<string, unknown>;
+    for (const key of Object.keys(obj)) {
+      if (!writable.includes(key) && !readOnly.includes(key)) {
+        throw badRequest(`${kind}: unrecognized field "${key}"`);
+      }
+    }
+    const writableOnly: Record<string, unknown> = {};
+    for (const key of writable) if (key in obj) writableOnly[key] = obj[key];
+    return new Body(kind, writableOnly);
+  }
+
+  has(key: string): boolean {
+    return this.obj[key] !== undefined && this.obj[key] !== null;
+  }
+
+  raw(key: string): unknown {
+    return this.obj[key];
+  }
+
+  private fail(key: string, what: string): never {
+    throw badRequest(`${this.kind}.${key}: ${what}`);
+  }
+
+  uuid(key: string, required = false): string | null {
+    if (!this.has(key)) return required ? this.fail(key, "may not be null") : null;
+    const v = this.obj[key];
+    if (typeof v !== "string" || !UUID_RE.test(v)) this.fail(key, "is not a valid UUID");
+    return v.toLowerCase();
+  }
+
+  str(key: string, required = false): string | null {
+    if (!this.has(key)) return required ? this.fail(key, "may not be null") : null;
+    const v = this.obj[key];
+    if (typeof v !== "string") this.fail(key, "must be a string");
+    return v;
+  }
+
+  oneOf<T extends string>(key: string, values: readonly T[], required = false): T | null {
+    const v = this.str(key, required);
+    if (v === null) return null;
+    if (!(values as readonly string[]).includes(v)) {
+      this.fail(key, `must be one of ${values.join(", ")}`);
+    }
+    return v as T;
+  }
+
+  int(key: string, min: number, max: number, required = false): number | null {
+    if (!this.has(key)) return required ? this.fail(key, "may not be null") : null;
+    const v = this.obj[key];
+    if (typeof v !== "number" || !Number.isInteger(v)) this.fail(key, "must be an integer");
+    if (v < min || v > max) this.fail(key, `must be between ${min} and ${max}`);
+    return v;
+  }
+
+  ipv4(key: string, required = false): string | null {
+    const v = this.str(key, required);
+    if (v !== null && !isIPv4(v)) this.fail(key, "is an invalid IP format");
+    return v;
+  }
+
+  mac(key: string, required = false): string | null {
+    const v = this.str(key, required);
+    if (v !== null && !MAC_RE.test(v)) this.fail(key, "is an invalid MAC format");
+    return v === null ? null : v.toLowerCase();
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * Chains and their rules. A rule POSTed without position goes to the head of
+ * the chain, GET reports index+1, and a position beyond size+1 is a 400. The
+ * condition fields are the ones the controller matches on; any other field is
+ * refused as unknown, so a rule using one needs the simulator taught first.
+ */
+import { Body, badRequest, notFound } from "./body.js";
+import { MT } from "./media-types.js";
+import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
+import { type ChainRec, type RuleRec, renderChain, type SimulatorState } from "./state.js";
+
+const RULE_TYPES = [
+  "accept",
+  "drop",
+  "reject",
+  "return",
+  "jump",
+  "dnat",
+  "snat",
+  "rev_dnat",
+  "rev_snat",
+] as const;
+const NAT_RULE_TYPES = ["dnat", "snat", "rev_dnat", "rev_snat"];
+const FORWARD_NAT_RULE_TYPES = ["dnat", "snat"];
+const CONDITION_FIELDS = [
+  "dlType",
+  "nwProto",
+  "nwSrcAddress",
+  "nwSrcLength",
+  "nwDstAddress",
+  "nwDstLength",
+  "tpDst",
+];
+
+function ruleTypeOf(raw: unknown): string {
+  const type = (raw as { type?: unknown } | null)?.type;
+  if (typeof type !== "string" || !(RULE_TYPES as readonly string[]).includes(type)) {
+    throw badRequest(`Rule.type: must be one of ${RULE_TYPES.join(", ")}`);
+  }
+  return type;
+}
+
+function parseConditions(body: Body): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  const put = (key: string, v: unknown) => {
+    if (v !== null) fields[key] = v;
+  };
+  put("dlType", body.int("dlType", 0x0600, 0xffff));
+  put("nwProto", body.int("nwProto", 0, 255));
+  put("nwSrcAddress", body.ipv4("nwSrcAddress"));
+  put("nwSrcLength", body.int("nwSrcLength", 0, 32));
+  put("nwDstAddress", body.ipv4("nwDstAddress"));
+  put("nwDstLength", body.int("nwDstLength", 0, 32));
+  if (body.has("tpDst")) {
+    const range = Body.parse("Rule.tpDst", body.raw("tpDst"), ["start", "end"]);
+    const start = range.int("start", 0, 65535, true) as number;
+    const end = range.int("end", 0, 65535, true) as number;
+    if (start > end) throw badRequest(`Rule.tpDst: start ${start} is after end ${end}`);
+    fields.tpDst = { start, end };
+  }
+  return fields;
+}
+
+function parseJump(s: SimulatorState, body: Body): string {
+  const jumpChainId = body.uuid("jumpChainId");
+  if (jumpChainId === null) throw badRequest("Rule.jumpChainId: a jump rule needs a chain");
+  if (!s.chains.has(jumpChainId)) {
+    throw notFound(`Rule.jumpChainId: chain ${jumpChainId} not found`);
+  }
+  return jumpChainId;
+}
+
+function parseNatTargets(type: string, body: Body): unknown[] {
+  const targets = body.raw("natTargets");
+  if (!Array.isArray(targets) || targets.length === 0) {
+    throw badRequest(`Rule.natTargets: a ${type} rule needs at least one target`);
+  }
+  return targets.map((t) => {
+    const target = Body.parse("Rule.natTargets", t, [
+      "addressFrom",
+      "addressTo",
+      "portFrom",
+      "portTo",
+    ]);
+    return {
+      addressFrom: target.ipv4("addressFrom", true),
+      addressTo: target.ipv4("addressTo", true),
+      portFrom: target.int("portFrom", 0, 65535) ?? 0,
+      portTo: target.int("portTo", 0, 65535) ?? 0,
+    };
+  });
+}
+
+function parseRule(s: SimulatorState, raw: unknown, chain: ChainRec) {
+  const type = ruleTypeOf(raw);
+  const writable = ["id", "type", "position", ...CONDITION_FIELDS];
+  if (type === "jump") writable.push("jumpChainId");
+  if (NAT_RULE_TYPES.includes(type)) writable.push("flowAction");
+  if (FORWARD_NAT_RULE_TYPES.includes(type)) writable.push("natTargets");
+  const body = Body.parse(`Rule(${type})`, raw, writable, ["uri", "chainId"]);
+  const fields = parseConditions(body);
+  const jumpChainId = type === "jump" ? parseJump(s, body) : null;
+  if (NAT_RULE_TYPES.includes(type)) {
+    const flowAction = body.oneOf("flowAction", ["accept", "continue", "return"] as const);
+    if (flowAction === null) throw badRequest(`Rule.flowAction: a ${type} rule needs one`);
+    fields.flowAction = flowAction;
+  }
+  if (FORWARD_NAT_RULE_TYPES.includes(type)) fields.natTargets = parseNatTargets(type, body);
+  const position = body.int("position", 1, 2 ** 31 - 1) ?? 1;
+  if (position > chain.ruleIds.length + 1) {
+    throw badRequest(
+      `Rule.position: ${position} is out of range; chain ${chain.id} has ${chain.ruleIds.length} rules`,
+    );
+  }
+  const id = s.newId(body, (i) => s.rules.has(i), "Rule");
+  const rec: RuleRec = { id, chainId: chain.id, type, jumpChainId, fields };
+  return { rec, position };
+}
+
+function listChains(s: SimulatorState): Reply {
+  return ok([...s.chains.values()].map((c) => s.withUri(renderChain(c), `/chains/${c.id}`)));
+}
+
+function createChain(s: SimulatorState, { body: raw }: Ctx): Reply {
+  const body = Body.parse("Chain", raw, ["id", "tenantId", "name"], ["uri", "rules"]);
+  const tenantId = body.str("tenantId");
+  const name = body.str("name");
+  const id = s.newId(body, (i) => s.chains.has(i), "Chain");
+  s.chains.set(id, { id, tenantId, name, ruleIds: [] });
+  return created(`/chains/${id}`);
+}
+
+function getChain(s: SimulatorState, { params }: Ctx): Reply {
+  const c = s.getOr404(s.chains, params.id, "Chain");
+  return ok(s.withUri(renderChain(c), `/chains/${c.id}`));
+}
+
+function deleteChain(s: SimulatorState, { params }: Ctx): Reply {
+  s.deleteChain(s.getOr404(s.chains, params.id, "Chain").id);
+  return noContent;
+}
+
+const ruleUri = (s: SimulatorState, r: RuleRec) => s.withUri(s.renderRule(r), `/rules/${r.id}`);
+
+function listRules(s: SimulatorState, { params }: Ctx): Reply {
+  const c = s.getOr404(s.chains, params.id, "Chain");
+  return ok(c.ruleIds.map((id) => ruleUri(s, s.rules.get(id) as RuleRec)));
+}
+
+function createRule(s: SimulatorState, { params, body }: Ctx): Reply {
+  const c = s.getOr404(s.chains, params.id, "Chain");
+  const { rec, position } = parseRule(s, body, c);
+  s.rules.set(rec.id, rec);
+  c.ruleIds.splice(position - 1, 0, rec.id);
+  return created(`/rules/${rec.id}`);
+}
+
+function getRule(s: SimulatorState, { params }: Ctx): Reply {
+  return ok(ruleUri(s, s.getOr404(s.rules, params.id, "Rule")));
+}
+
+function deleteRule(s: SimulatorState, { params }: Ctx): Reply {
+  s.deleteRule(s.getOr404(s.rules, params.id, "Rule").id);
+  return noContent;
+}
+
+export const chainRoutes: RouteDef[] = [
+  { method: "GET", path: "chains", produces: MT.chains, handle: listChains },
+  { method: "POST", path: "chains", consumes: MT.chain, handle: createChain },
+  { method: "GET", path: "chains/:id", produces: MT.chain, handle: getChain },
+  { method: "DELETE", path: "chains/:id", handle: deleteChain },
+  { method: "GET", path: "chains/:id/rules", produces: MT.rules, handle: listRules },
+  { method: "POST", path: "chains/:id/rules", consumes: MT.rule, handle: createRule },
+  { method: "GET", path: "rules/:id", produces: MT.rule, handle: getRule },
+  { method: "DELETE", path: "rules/:id", handle: deleteRule },
+];

@@ -1,0 +1,146 @@
+/**
+ * Ports on bridges and routers, and the links between them. A router port
+ * without portMac gets a random MAC, a PUT without portMac clears it (as
+ * MidoNet does), and every router port address has a Local /32 route.
+ */
+import { Body, badRequest, conflict, notFound, randomMac, validCidr } from "./body.js";
+import { MT } from "./media-types.js";
+import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
+import { type PortRec, renderPort, type SimulatorState } from "./state.js";
+
+type PortType = PortRec["type"];
+
+const WRITABLE = {
+  Bridge: ["id", "type", "inboundFilterId", "outboundFilterId"],
+  Router: ["id", "type", "inboundFilterId", "outboundFilterId", "portSubnet", "portMac"],
+};
+/** What GET shows and a client may send back; the controller sets none of them. */
+const READ_ONLY = [
+  "uri",
+  "deviceId",
+  "peerId",
+  "hostId",
+  "interfaceName",
+  "device",
+  "peer",
+  "adminStateUp",
+  "vlanId",
+  "portAddress",
+  "networkAddress",
+  "networkLength",
+];
+
+function parsePort(s: SimulatorState, raw: unknown, type: PortType, existing?: PortRec) {
+  const body = Body.parse(`${type}Port`, raw, WRITABLE[type], READ_ONLY);
+  const sentType = body.str("type", true);
+  if (sentType !== type) throw badRequest(`Port.type: expected ${type}, got ${sentType}`);
+  const rec: PortRec = {
+    id: existing?.id ?? "",
+    type,
+    deviceId: existing?.deviceId ?? "",
+    inboundFilterId: body.uuid("inboundFilterId"),
+    outboundFilterId: body.uuid("outboundFilterId"),
+    peerId: existing?.peerId ?? null,
+    hostId: existing?.hostId ?? null,
+    interfaceName: existing?.interfaceName ?? null,
+    portSubnet: existing?.portSubnet ?? [],
+    portMac: type === "Router" ? body.mac("portMac") : null,
+  };
+  s.requireChain(rec.inboundFilterId, "inboundFilterId");
+  s.requireChain(rec.outboundFilterId, "outboundFilterId");
+  if (type === "Router" && body.has("portSubnet")) {
+    const subnets = body.raw("portSubnet");
+    if (!Array.isArray(subnets) || !subnets.every(validCidr)) {
+      throw badRequest('RouterPort.portSubnet: must be a list of CIDRs such as "10.0.0.1/24"');
+    }
+    rec.portSubnet = subnets as string[];
+  }
+  if (type === "Router" && existing === undefined && rec.portSubnet.length === 0) {
+    throw badRequest("RouterPort.portSubnet: a router port needs an address");
+  }
+  return { rec, body };
+}
+
+/** GET and POST on /bridges/{id}/ports or /routers/{id}/ports. */
+function devicePortRoutes(type: PortType): RouteDef[] {
+  const device = (s: SimulatorState, id: string | undefined) =>
+    s.getOr404(type === "Bridge" ? s.bridges : s.routers, id, type);
+  const list = (s: SimulatorState, { params }: Ctx): Reply => {
+    const d = device(s, params.id);
+    return ok(
+      [...s.ports.values()]
+        .filter((p) => p.type === type && p.deviceId === d.id)
+        .map((p) => s.withUri(renderPort(p), `/ports/${p.id}`)),
+    );
+  };
+  const create = (s: SimulatorState, { params, body: raw }: Ctx): Reply => {
+    const d = device(s, params.id);
+    const { rec, body } = parsePort(s, raw, type);
+    rec.id = s.newId(body, (i) => s.ports.has(i), "Port");
+    rec.deviceId = d.id;
+    if (type === "Router" && rec.portMac === null) rec.portMac = randomMac();
+    s.ports.set(rec.id, rec);
+    if (type === "Router") s.addLocalRoutes(rec);
+    return created(`/ports/${rec.id}`);
+  };
+  const path = `${type === "Bridge" ? "bridges" : "routers"}/:id/ports`;
+  return [
+    { method: "GET", path, produces: MT.ports, handle: list },
+    { method: "POST", path, consumes: MT.port, handle: create },
+  ];
+}
+
+function getPort(s: SimulatorState, { params }: Ctx): Reply {
+  const p = s.getOr404(s.ports, params.id, "Port");
+  return ok(s.withUri(renderPort(p), `/ports/${p.id}`));
+}
+
+function updatePort(s: SimulatorState, { params, body }: Ctx): Reply {
+  const p = s.getOr404(s.ports, params.id, "Port");
+  const { rec: next } = parsePort(s, body, p.type, p);
+  const addressesChanged = next.portSubnet.join() !== p.portSubnet.join();
+  if (addressesChanged) s.dropLocalRoutes(p);
+  Object.assign(p, next);
+  if (addressesChanged) s.addLocalRoutes(p);
+  return noContent;
+}
+
+function deletePort(s: SimulatorState, { params }: Ctx): Reply {
+  s.deletePort(s.getOr404(s.ports, params.id, "Port").id);
+  return noContent;
+}
+
+function linkPorts(s: SimulatorState, { params, body: raw }: Ctx): Reply {
+  const p = s.getOr404(s.ports, params.id, "Port");
+  const body = Body.parse("PortLink", raw, ["peerId"], ["portId", "uri", "port", "peer"]);
+  const peerId = body.uuid("peerId", true) as string;
+  const peer = s.ports.get(peerId);
+  if (!peer) throw notFound(`PortLink.peerId: port ${peerId} not found`);
+  if (peer.id === p.id) throw badRequest("PortLink: a port cannot be linked to itself");
+  for (const end of [p, peer]) {
+    if (end.peerId !== null) throw conflict(`port ${end.id} is already linked to ${end.peerId}`);
+  }
+  p.peerId = peer.id;
+  peer.peerId = p.id;
+  return created(`/ports/${p.id}/link`);
+}
+
+function unlinkPort(s: SimulatorState, { params }: Ctx): Reply {
+  const p = s.getOr404(s.ports, params.id, "Port");
+  if (p.peerId !== null) {
+    const peer = s.ports.get(p.peerId);
+    if (peer) peer.peerId = null;
+    p.peerId = null;
+  }
+  return noContent;
+}
+
+export const portRoutes: RouteDef[] = [
+  ...devicePortRoutes("Bridge"),
+  ...devicePortRoutes("Router"),
+  { method: "GET", path: "ports/:id", produces: MT.port, handle: getPort },
+  { method: "PUT", path: "ports/:id", consumes: MT.port, handle: updatePort },
+  { method: "DELETE", path: "ports/:id", handle: deletePort },
+  { method: "POST", path: "ports/:id/link", consumes: MT.portLink, handle: linkPorts },
+  { method: "DELETE", path: "ports/:id/link", handle: unlinkPort },
+];
