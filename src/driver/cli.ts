@@ -15,17 +15,13 @@ import { CniError, ErrorCode } from "../cni/errors.js";
 import { type FlagSpec, parseFlags, UsageError, usage, wantsHelp } from "../common/flags.js";
 import { exitAfterStop, untilStopSignal } from "../common/stop-signal.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
-import {
-  driverOptionsFromFlags,
-  driverVersion,
-  SERVE_FLAGS,
-  startDriver,
-} from "./lifecycle/daemon.js";
+import { driverVersion, startDriver } from "./lifecycle/daemon.js";
 import {
   DEFAULT_INSTALLED_PLUGINS,
   installExecutable,
   SHIM_TYPE,
 } from "./lifecycle/host-install.js";
+import { driverOptionsFromFlags, SERVE_FLAGS } from "./lifecycle/serve-flags.js";
 import { DriverClient } from "./rpc/client.js";
 
 const SOCKET_FLAG: FlagSpec = {

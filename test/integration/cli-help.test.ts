@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
 import { envName, type FlagSpec } from "../../src/common/flags.js";
-import { SERVE_FLAGS } from "../../src/driver/lifecycle/daemon.js";
+import { SERVE_FLAGS } from "../../src/driver/lifecycle/serve-flags.js";
 import { CONTROLLER_FLAGS } from "../../src/midonet/controller/main.js";
 import { REPO_ROOT, runDriverCli } from "../support/driver-harness.js";
 import { ensureDistBuilt } from "../support/shipped-node.js";

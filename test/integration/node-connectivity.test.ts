@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { expect } from "chai";
 import pino from "pino";
 import { CniError } from "../../src/cni/errors.js";
-import { readMidonetConfig } from "../../src/driver/builtin/midonet-plugin.js";
+import { readMidonetConfig } from "../../src/driver/builtin/midonet/config.js";
 import { type DriverConfig, loadDriverConfig } from "../../src/driver/config/network-config.js";
 import { type KubeApi, KubeApiError } from "../../src/driver/kube/api.js";
 import type { AnnotationWriteOutcome } from "../../src/driver/kube/pod-annotations.js";

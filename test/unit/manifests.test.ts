@@ -40,13 +40,11 @@ import { ConfigMap, type IConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { ServiceAccount } from "kubernetes-models/v1/ServiceAccount";
 import { isSeq, parseAllDocuments, parseDocument } from "yaml";
 import { envName } from "../../src/common/flags.js";
-import {
-  createMidonetPlugin,
-  MIDONET_PLUGIN_TYPE,
-} from "../../src/driver/builtin/midonet-plugin.js";
+import { MIDONET_PLUGIN_TYPE } from "../../src/driver/builtin/midonet/config.js";
+import { createMidonetPlugin } from "../../src/driver/builtin/midonet/plugin.js";
 import { loadDriverConfig } from "../../src/driver/config/network-config.js";
-import { SERVE_FLAGS } from "../../src/driver/lifecycle/daemon.js";
 import { DEFAULT_INSTALLED_PLUGINS } from "../../src/driver/lifecycle/host-install.js";
+import { SERVE_FLAGS } from "../../src/driver/lifecycle/serve-flags.js";
 import { CONTROLLER_FLAGS } from "../../src/midonet/controller/main.js";
 import { requireCommand } from "../support/requirements.js";
 

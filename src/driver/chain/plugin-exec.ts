@@ -12,7 +12,7 @@ import { join } from "node:path";
 import type { CniCommand, PluginEnv } from "../../cni/env.js";
 import { pluginEnvToProcessEnv } from "../../cni/env.js";
 import { CniError, ErrorCode, isFailureCode } from "../../cni/errors.js";
-import { type ProcessOutcome, runProcess } from "./plugin-process.js";
+import { type ProcessOutcome, runProcess, type SpawnBackend } from "./plugin-process.js";
 
 export type Verb = CniCommand;
 
@@ -38,6 +38,8 @@ export interface ExecRequest {
   killGraceMs?: number;
   /** Receives what the plugin wrote on stderr when it succeeded (libcni copies it to its own stderr). */
   onStderr?: (text: string) => void;
+  /** How the plugin is started (libcni's invoke.Exec seam); default: the process's choice. */
+  spawn?: SpawnBackend;
 }
 
 /** Every failure of execPlugin: a CniError that also names the plugin and the verb. */
@@ -159,6 +161,7 @@ export async function execPlugin(req: ExecRequest): Promise<unknown | undefined>
       killGraceMs: req.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
       maxOutputBytes: MAX_OUTPUT_BYTES,
       signal: req.signal,
+      ...(req.spawn ? { backend: req.spawn } : {}),
     });
     if (run.stopped === "timeout") throw timedOut(req, fail);
     if (run.stopped === "abort") throw canceled(req, fail);

@@ -29,6 +29,8 @@ export interface ProcessRun {
   /** More than this on stdout and stderr together: the plugin is killed and the run says so. */
   maxOutputBytes: number;
   signal?: AbortSignal;
+  /** Default: the process's choice, spawnBackend(). */
+  backend?: SpawnBackend;
 }
 
 export interface ProcessOutcome {
@@ -72,7 +74,7 @@ export const SPAWN_ENV = "CNI_DRIVER_SPAWN";
 export async function runProcess(run: ProcessRun): Promise<ProcessOutcome> {
   let backend: SpawnBackend;
   try {
-    backend = spawnBackend();
+    backend = run.backend ?? spawnBackend();
   } catch (err) {
     return { stdout: "", stderr: "", spawnError: (err as Error).message, tooMuchOutput: false };
   }

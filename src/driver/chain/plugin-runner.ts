@@ -3,8 +3,11 @@
  * other type exec'd from the bin dirs with the CNI env protocol. Both see the same
  * invocation, so the chain logic does not care which is which.
  */
+import type pino from "pino";
+import type { NetworkConfigList } from "../../cni/conflist.js";
 import type { CniCommand } from "../../cni/env.js";
 import { execPlugin } from "./plugin-exec.js";
+import type { SpawnBackend } from "./plugin-process.js";
 
 export interface PluginInvocation {
   type: string;
@@ -33,6 +36,26 @@ export interface BuiltinPlugin {
   validate(conf: Record<string, unknown>): void;
   /** Runs a verb; `delegate` runs a delegated plugin (IPAM) with the same environment. */
   run(inv: PluginInvocation, delegate: RunPlugin): Promise<unknown | undefined>;
+  /**
+   * At start, before the driver is ready: undo what an ADD killed half-way
+   * left behind (it left no cache entry), judged only from the networks and
+   * the attachments the result cache holds, never from the Kubernetes API,
+   * whose pod status lags the ADD.
+   */
+  recover?(view: RecoveryView): Promise<void>;
+}
+
+/** What a built-in plugin's recover() is told. */
+export interface RecoveryView {
+  networks: readonly NetworkConfigList[];
+  /** Every attachment the result cache holds, with its cached result. */
+  attachments: ReadonlyArray<{
+    networkName: string;
+    containerId: string;
+    ifName: string;
+    result?: Record<string, unknown>;
+  }>;
+  logger: pino.Logger;
 }
 
 export interface PluginRunnerOptions {
@@ -41,6 +64,8 @@ export interface PluginRunnerOptions {
   builtins: ReadonlyMap<string, BuiltinPlugin>;
   /** Aborted when the driver gives up waiting on its calls at shutdown: every plugin still running is killed. */
   signal?: AbortSignal;
+  /** How plugins are started; default: the process's choice (plugin-process.ts). */
+  spawn?: SpawnBackend;
 }
 
 export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
@@ -69,6 +94,7 @@ export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
       timeoutMs: opts.timeoutMs,
       baseEnv,
       ...(signal ? { signal } : {}),
+      ...(opts.spawn ? { spawn: opts.spawn } : {}),
     });
   const runner: RunPlugin = (inv) => {
     const builtin = opts.builtins.get(inv.type);

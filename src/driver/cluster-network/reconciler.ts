@@ -41,7 +41,7 @@ import {
   mtuOfInterfaceWith,
   removeVxlan,
 } from "../../plumbing/vxlan.js";
-import { MIDONET_PLUGIN_TYPE, readMidonetConfig } from "../builtin/midonet-plugin.js";
+import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi, ObjectWatch } from "../kube/api.js";
 import { NodeMacAnnotation } from "../kube/node-annotation.js";
@@ -98,19 +98,7 @@ function onAnyOf(subnets: readonly string[], ip: string): boolean {
 
 /** The MTUs of the networks whose built-in plugin runs on the kernel datapath; none: not active. */
 export function kernelDatapathMtus(cfg: DriverConfig): number[] {
-  const mtus: number[] = [];
-  for (const list of cfg.networks.values()) {
-    for (const p of list.plugins) {
-      if (p.type !== MIDONET_PLUGIN_TYPE) continue;
-      try {
-        const conf = readMidonetConfig(p.raw as Record<string, unknown>);
-        if (conf.datapath === "kernel") mtus.push(conf.mtu);
-      } catch {
-        // The load validated it; a plugin that does not read is not ours to act on.
-      }
-    }
-  }
-  return mtus;
+  return kernelDatapathPlugins(cfg.networks.values()).map((c) => c.mtu);
 }
 
 /** How a route reads in the log. */

@@ -23,11 +23,8 @@ import {
 import { parseResult, toResult100 } from "../../cni/result.js";
 import { listBridgeAddresses, removeBridgeAddresses } from "../../plumbing/bridge.js";
 import { rangeSetsOf } from "../builtin/host-local/ranges.js";
-import {
-  type BridgeCache,
-  MIDONET_PLUGIN_TYPE,
-  readMidonetConfig,
-} from "../builtin/midonet-plugin.js";
+import type { BridgeCache } from "../builtin/midonet/bridge-cache.js";
+import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
 import type { AttachmentLocks } from "../chain/locks.js";
 import type { ResultCache } from "../chain/result-cache.js";
 import type { ConfigSource } from "../config/config-source.js";
@@ -43,21 +40,16 @@ export interface BridgeRange {
 /** The bridges and host-local ranges of the kernel-datapath `midonet` plugins of these networks. */
 export function bridgeRangesOf(networks: Iterable<NetworkConfigList>): BridgeRange[] {
   const out: BridgeRange[] = [];
-  for (const list of networks) {
-    for (const plugin of list.plugins) {
-      if (plugin.type !== MIDONET_PLUGIN_TYPE) continue;
-      try {
-        const conf = readMidonetConfig(plugin.raw as Record<string, unknown>);
-        if (conf.datapath !== "kernel") continue;
-        if (conf.ipam.type !== "host-local") {
-          out.push({ bridge: conf.bridge });
-          continue;
-        }
-        for (const set of rangeSetsOf(conf.ipam, { strict: false }))
-          for (const r of set) out.push({ bridge: conf.bridge, subnet: r.subnet });
-      } catch {
-        // A cached config the current code cannot read names no bridge it could prune.
-      }
+  for (const conf of kernelDatapathPlugins(networks)) {
+    if (conf.ipam.type !== "host-local") {
+      out.push({ bridge: conf.bridge });
+      continue;
+    }
+    try {
+      for (const set of rangeSetsOf(conf.ipam, { strict: false }))
+        for (const r of set) out.push({ bridge: conf.bridge, subnet: r.subnet });
+    } catch {
+      // A cached config the current code cannot read names no bridge it could prune.
     }
   }
   return out;

@@ -4,35 +4,27 @@
  *  2. replay the deletion queue the shim filled while we were away (full DEL:
  *     address released, host veth removed, cache removed, index entry gone); a
  *     record that names no network is for the network its attachment is on;
- *  3. release host-local leases that no cached attachment holds, and remove host
- *     veths on our bridges that no cached attachment lists — an ADD killed
- *     half-way leaves both and no cache entry. Decided from local truth only,
- *     never from the Kubernetes API, whose pod status lags the ADD (Antrea #4326).
+ *  3. each built-in plugin's recover(): what an ADD killed half-way left and no
+ *     cache entry lists (host-local's leases, the midonet plugin's host veths).
+ *     Decided from local truth only, never from the Kubernetes API, whose pod
+ *     status lags the ADD (Antrea #4326).
  * Temporary files of writes a crash cut short go too: the result cache's, and
  * the deletion queue's once older than any shim's write takes.
  */
-import { existsSync } from "node:fs";
 import { readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
 import { withIgnoreUnknown } from "../../cni/args.js";
-import type { NetworkConfigList } from "../../cni/conflist.js";
 import { removeStaleTempFiles } from "../../common/stale-temp-files.js";
-import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
-import { listBridgePorts } from "../../plumbing/bridge.js";
-import { deleteHostLink } from "../../plumbing/pod-interface.js";
 import {
   DELETION_QUEUE_DIR,
   isDeletionRecordTempName,
   parseDeletionRecord,
 } from "../../wire/deletion-record.js";
-import { dataDirOf } from "../builtin/host-local/config.js";
-import { flockAddon } from "../builtin/host-local/file-lock.js";
-import { HostLocalStore, leaseOwner } from "../builtin/host-local/store.js";
-import { DEFAULT_BRIDGE, MIDONET_PLUGIN_TYPE } from "../builtin/midonet-plugin.js";
 import type { ChainExecutor } from "../chain/executor.js";
 import type { AttachmentLocks } from "../chain/locks.js";
 import { attachmentKey } from "../chain/locks.js";
+import type { BuiltinPlugin, RecoveryView } from "../chain/plugin-runner.js";
 import type { ResultCache } from "../chain/result-cache.js";
 import type { ConfigSource } from "../config/config-source.js";
 import {
@@ -48,6 +40,8 @@ export interface RecoveryDeps {
   config: ConfigSource;
   locks: AttachmentLocks;
   attachments: AttachmentIndex;
+  /** The built-in plugins, each told to clean up after ADDs a crash cut short. */
+  recoverers: readonly BuiltinPlugin[];
   stateDir: string;
   logger: pino.Logger;
   /** Told of each replayed DEL, as of a DEL served (the pod's annotation goes with it). */
@@ -63,47 +57,14 @@ export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
   // The index first: a queued DEL that names no network is for the network its attachment is on.
   for (const e of await d.cache.list()) d.attachments.add(e.networkName, e.containerId, e.ifName);
   await replayDeletionQueue(d);
-  const entries = await d.cache.list();
   const cfg = d.config.current();
-  if (cfg) {
-    for (const list of cfg.networks.values()) {
-      const held = new Set(
-        entries
-          .filter((e) => e.networkName === list.name)
-          .map((e) => leaseOwner(e.containerId, e.ifName)),
-      );
-      await releaseOrphanLeases(list, held, d.logger);
-    }
-    await removeOrphanHostVeths(cfg.networks.values(), entries, d.logger);
-  }
-}
-
-/** Host veths (`mido…`) on the kernel datapath's bridges that no cached result lists. */
-async function removeOrphanHostVeths(
-  lists: Iterable<NetworkConfigList>,
-  entries: readonly { result?: Record<string, unknown> }[],
-  logger: pino.Logger,
-): Promise<void> {
-  const known = new Set<string>();
-  for (const e of entries) {
-    const ifaces = (e.result?.interfaces ?? []) as Array<{ name?: string }>;
-    for (const i of ifaces) if (i.name) known.add(i.name);
-  }
-  const bridges = new Set<string>();
-  for (const list of lists) {
-    for (const p of list.plugins) {
-      if (p.type === MIDONET_PLUGIN_TYPE && (p.raw.datapath ?? "kernel") === "kernel") {
-        bridges.add(typeof p.raw.bridge === "string" ? p.raw.bridge : DEFAULT_BRIDGE);
-      }
-    }
-  }
-  for (const bridge of bridges) {
-    for (const port of await listBridgePorts(bridge).catch(() => [])) {
-      if (!port.startsWith(HOST_VETH_PREFIX) || known.has(port)) continue;
-      await deleteHostLink(port).catch(() => {});
-      logger.warn({ bridge, link: port }, "removed a host veth no attachment holds");
-    }
-  }
+  if (!cfg) return;
+  const view: RecoveryView = {
+    networks: [...cfg.networks.values()],
+    attachments: await d.cache.list(),
+    logger: d.logger,
+  };
+  for (const plugin of d.recoverers) await plugin.recover?.(view);
 }
 
 /**
@@ -179,40 +140,5 @@ function tellDetached(d: RecoveryDeps, info: PodAttachmentInfo): void {
     d.podObserver?.detached(info);
   } catch (err) {
     d.logger.error({ err: String(err) }, "pod observer failed");
-  }
-}
-
-/** host-local's lease stores of a network: one per host-local `ipam` in its chain. */
-export function hostLocalStores(list: NetworkConfigList): HostLocalStore[] {
-  const dirs = new Set<string>();
-  for (const p of list.plugins) {
-    const ipam = p.raw.ipam as Record<string, unknown> | undefined;
-    if (ipam && ipam.type === "host-local") {
-      dirs.add(dataDirOf(ipam));
-    }
-  }
-  return [...dirs].map((dataDir) => new HostLocalStore(list.name, dataDir, false));
-}
-
-/** How long recovery waits for another process's hold on a network's lease lock. */
-const LEASE_LOCK_TIMEOUT_MS = 30_000;
-
-/**
- * host-local's GC with the cached attachments as the valid set, under its lock
- * when the flock addon is there (a runtime may exec host-local meanwhile), else
- * without, as before the driver had the lock.
- */
-async function releaseOrphanLeases(
-  list: NetworkConfigList,
-  held: Set<string>,
-  logger: pino.Logger,
-): Promise<void> {
-  for (const store of hostLocalStores(list)) {
-    if (!existsSync(store.dir)) continue;
-    const collect = () => store.gc(held);
-    const removed =
-      "addon" in flockAddon() ? await store.locked(LEASE_LOCK_TIMEOUT_MS, collect) : collect();
-    for (const { ip, owner } of removed)
-      logger.warn({ network: list.name, ip, owner }, "released a lease no attachment holds");
   }
 }

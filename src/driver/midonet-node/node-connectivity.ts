@@ -35,7 +35,7 @@ import {
   removeNodeLink,
 } from "../../plumbing/node-link.js";
 import { showLink } from "../../plumbing/pod-interface.js";
-import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "../builtin/midonet-plugin.js";
+import { DEFAULT_MTU, MIDONET_PLUGIN_TYPE } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi } from "../kube/api.js";
 import { NodeMacAnnotation } from "../kube/node-annotation.js";

@@ -31,6 +31,7 @@ import {
   rangeFor,
   rangeSetString,
 } from "./ranges.js";
+import { releaseOrphanLeases } from "./recover.js";
 import { goPathError, HostLocalStore, leaseOwner } from "./store.js";
 
 export const HOST_LOCAL_TYPE = "host-local";
@@ -45,6 +46,7 @@ export function createHostLocalPlugin(opts: HostLocalPluginOptions): BuiltinPlug
     // A chain's `ipam` of this type is checked at load (network-config.ts); as
     // a plugin of its own, host-local reads its `ipam` key when it runs.
     validate() {},
+    recover: releaseOrphanLeases,
     async run(inv) {
       try {
         return await runVerb(inv, opts);

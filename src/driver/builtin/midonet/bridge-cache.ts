@@ -1,0 +1,39 @@
+import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
+import { kernelPlumbing } from "../../../plumbing/pod-plumbing.js";
+
+/**
+ * The node's bridge is set up once and then trusted: one promise per bridge for
+ * its existence, one per gateway set for its addresses, shared by concurrent ADDs.
+ * Forgotten on any failure, so a bridge removed behind our back is made again.
+ */
+export class BridgeCache {
+  private readonly done = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly ensureBridge: PodPlumbing["ensureBridge"] = kernelPlumbing.ensureBridge,
+  ) {}
+
+  exists(name: string, mtu: number): Promise<void> {
+    return this.once(name, () => this.ensureBridge(name, [], mtu));
+  }
+
+  gateways(name: string, cidrs: string[], mtu: number): Promise<void> {
+    return this.once(`${name} ${cidrs.join(",")}`, () => this.ensureBridge(name, cidrs, mtu));
+  }
+
+  forget(): void {
+    this.done.clear();
+  }
+
+  private once(key: string, make: () => Promise<void>): Promise<void> {
+    let p = this.done.get(key);
+    if (!p) {
+      p = make().catch((err) => {
+        this.done.delete(key);
+        throw err;
+      });
+      this.done.set(key, p);
+    }
+    return p;
+  }
+}
