@@ -34,11 +34,16 @@ import type { Metrics } from "../metrics.js";
 import { HostNetnsGuard } from "./host-netns-guard.js";
 import { requireApiVersion, resolvePodRequest } from "./pod-request.js";
 
+/**
+ * What the service needs of each part, no more: the seams through which its
+ * tests hand it fakes (an executor that records its calls, a config that is
+ * just a value).
+ */
 export interface ServiceDeps {
-  config: ConfigSource;
-  executor: ChainExecutor;
+  config: Pick<ConfigSource, "current" | "lastError">;
+  executor: Pick<ChainExecutor, "add" | "del" | "check" | "gc" | "status">;
   locks: AttachmentLocks;
-  metrics: Metrics;
+  metrics: Pick<Metrics, "recordCall">;
   logger: pino.Logger;
   driverVersion: string;
   /** Why the driver cannot serve ADD now (empty when it can): config, start-up replay, shutdown. */
