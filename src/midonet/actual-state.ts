@@ -45,6 +45,7 @@ import type {
   Router,
   RouterPort,
   Rule,
+  TunnelZone,
   TunnelZoneHost,
 } from "./resources.js";
 import { tunnelZoneHostPath } from "./resources.js";
@@ -100,184 +101,254 @@ export async function readActualState(
   client: MidonetClient,
   options: ReadActualOptions,
 ): Promise<ActualState> {
-  const objects = new Map<string, MidonetObject>();
-  const chainOrder = new Map<string, string[]>();
-  const owned = new Set<string>();
-  const put = (obj: MidonetObject, ours: boolean): void => {
-    const key = resourceKey(obj);
-    objects.set(key, obj);
-    if (ours) owned.add(key);
-  };
-
-  const desiredIds = new Set<string>();
-  const desiredLinks = new Map<string, string>();
-  const zones = new Set<string>([options.defaultTunnelZone]);
-  for (const r of options.desired) {
-    const id = (r.body as { id?: string }).id;
-    if (id) desiredIds.add(id);
-    if (r.kind === "PortLink") desiredLinks.set(r.parentId, r.body.peerId);
-    if (r.kind === "TunnelZoneHost") zones.add(r.parentId);
-  }
-  const joined = new Set<string>();
-  for (const j of options.joined ?? []) {
-    zones.add(j.zone);
-    joined.add(tunnelZoneHostPath(j.zone, j.hostId));
-  }
-  const ours = (d: { id?: string; tenantId?: string | null }): boolean =>
-    d.id !== undefined && (d.tenantId === options.tenant || desiredIds.has(d.id));
-  // What sits in our routers, bridges and chains is ours when it carries one of
-  // our ids: wanted now, or name-based as every id we give (see isNameBasedUuid).
-  const oursInside = (id: string | undefined): boolean =>
-    id !== undefined && (desiredIds.has(id) || isNameBasedUuid(id));
-  const ourPorts = new Set<string>();
-
+  const reader = new ActualStateReader(client, options);
   const [tunnelZones, routers, bridges, chains] = await Promise.all([
     client.tunnelZones.list(),
     client.routers.list(),
     client.bridges.list(),
     client.chains.list(),
   ]);
+  await reader.readTunnelZones(tunnelZones);
+  await reader.readRouters(routers);
+  await reader.readBridges(bridges);
+  await reader.readHiddenEntries();
+  reader.putLinksAndBindings();
+  reader.putMemberships();
+  await reader.readChains(chains);
+  return reader.result();
+}
 
-  const zonesRead = tunnelZones.filter((tz) => tz.id !== undefined && zones.has(tz.id));
-  const memberLists = await mapLimit(zonesRead, READ_CONCURRENCY, (tz) =>
-    client.tunnelZoneHosts.list(tz.id as string),
-  );
-  // Memberships are put once the ports are read: which hosts are ours is known then.
-  const members: { tz: string; body: TunnelZoneHost }[] = [];
-  for (const [i, tz] of zonesRead.entries()) {
-    if (!tz.id) continue;
-    put({ kind: "TunnelZone", body: tz }, tz.id === options.defaultTunnelZone);
-    for (const m of memberLists[i] ?? []) {
-      members.push({ tz: tz.id, body: { hostId: m.hostId.toLowerCase(), ipAddress: m.ipAddress } });
+/**
+ * One reading of the actual state: what is read so far, and which of it is
+ * ours. The steps run in the order readActualState calls them, each using
+ * what the earlier ones found (ports before links, bindings and memberships).
+ */
+class ActualStateReader {
+  private readonly objects = new Map<string, MidonetObject>();
+  private readonly chainOrder = new Map<string, string[]>();
+  /** Keys of what is ours. */
+  private readonly owned = new Set<string>();
+  /** Ids the desired state names: the devices carrying them are ours whatever their tenant. */
+  private readonly desiredIds = new Set<string>();
+  /** Desired links: port → peer. */
+  private readonly desiredLinks = new Map<string, string>();
+  /** The tunnel zones to read: ours, those a desired membership names, those a node record names. */
+  private readonly zones: Set<string>;
+  /** Memberships a node's record says we made (tunnelZoneHostPath). */
+  private readonly joined = new Set<string>();
+  /** Every port read, ours or not. */
+  private readonly ports: Port[] = [];
+  private readonly ourPorts = new Set<string>();
+  private readonly routerPortsById = new Map<string, RouterPort>();
+  /** Memberships read, put once the ports tell which hosts are ours. */
+  private readonly members: { tz: string; body: TunnelZoneHost }[] = [];
+  /** Table key (bridge, MAC or IP) → the value listed: what a missing entry may hide behind. */
+  private readonly listedValues = new Map<string, string>();
+
+  constructor(
+    private readonly client: MidonetClient,
+    private readonly options: ReadActualOptions,
+  ) {
+    this.zones = new Set<string>([options.defaultTunnelZone]);
+    for (const r of options.desired) {
+      const id = (r.body as { id?: string }).id;
+      if (id) this.desiredIds.add(id);
+      if (r.kind === "PortLink") this.desiredLinks.set(r.parentId, r.body.peerId);
+      if (r.kind === "TunnelZoneHost") this.zones.add(r.parentId);
+    }
+    for (const j of options.joined ?? []) {
+      this.zones.add(j.zone);
+      this.joined.add(tunnelZoneHostPath(j.zone, j.hostId));
     }
   }
 
-  const ports: Port[] = [];
-  const routerPortsById = new Map<string, RouterPort>();
-  const ourRouters = routers.filter(ours) as (Router & { id: string })[];
-  const routerContents = await mapLimit(ourRouters, READ_CONCURRENCY, (router) =>
-    Promise.all([client.ports.listOnRouter(router.id), client.routes.list(router.id)]),
-  );
-  for (const [i, router] of ourRouters.entries()) {
-    put({ kind: "Router", body: router }, true);
-    const [routerPorts, routes] = routerContents[i] ?? [[], []];
-    for (const p of routerPorts) {
-      const mine = oursInside(p.id);
-      put({ kind: "Port", parentId: router.id, body: p }, mine);
-      if (mine) ourPorts.add(p.id as string);
-      ports.push(p);
-      if (p.type === "Router") routerPortsById.set((p.id as string).toLowerCase(), p);
-    }
-    for (const route of routes as (Route & { id: string })[]) {
-      if (route.type === "Local" || route.learned === true) continue;
-      put({ kind: "Route", parentId: router.id, body: route }, oursInside(route.id));
+  private put(obj: MidonetObject, ours: boolean): void {
+    const key = resourceKey(obj);
+    this.objects.set(key, obj);
+    if (ours) this.owned.add(key);
+  }
+
+  /** A device of ours: our tenant's, or named by the desired state. */
+  private ours = (d: { id?: string; tenantId?: string | null }): boolean =>
+    d.id !== undefined && (d.tenantId === this.options.tenant || this.desiredIds.has(d.id));
+
+  /**
+   * What sits in our routers, bridges and chains is ours when it carries one of
+   * our ids: wanted now, or name-based as every id we give (see isNameBasedUuid).
+   */
+  private oursInside = (id: string | undefined): boolean =>
+    id !== undefined && (this.desiredIds.has(id) || isNameBasedUuid(id));
+
+  /** A port of a router or bridge of ours. */
+  private putPort(parentId: string, p: Port): void {
+    const mine = this.oursInside(p.id);
+    this.put({ kind: "Port", parentId, body: p }, mine);
+    if (mine) this.ourPorts.add(p.id as string);
+    this.ports.push(p);
+  }
+
+  /** The zones we read, and their members (kept for putMemberships). */
+  async readTunnelZones(tunnelZones: readonly TunnelZone[]): Promise<void> {
+    const zonesRead = tunnelZones.filter((tz) => tz.id !== undefined && this.zones.has(tz.id));
+    const memberLists = await mapLimit(zonesRead, READ_CONCURRENCY, (tz) =>
+      this.client.tunnelZoneHosts.list(tz.id as string),
+    );
+    for (const [i, tz] of zonesRead.entries()) {
+      if (!tz.id) continue;
+      this.put({ kind: "TunnelZone", body: tz }, tz.id === this.options.defaultTunnelZone);
+      for (const m of memberLists[i] ?? []) {
+        this.members.push({
+          tz: tz.id,
+          body: { hostId: m.hostId.toLowerCase(), ipAddress: m.ipAddress },
+        });
+      }
     }
   }
 
-  const ourBridges = bridges.filter(ours) as (Bridge & { id: string })[];
-  const bridgeContents = await mapLimit(ourBridges, READ_CONCURRENCY, (bridge) =>
-    Promise.all([
-      client.ports.listOnBridge(bridge.id),
-      client.macTable.list(bridge.id),
-      client.arpTable.list(bridge.id),
-    ]),
-  );
-  // Table key (bridge, MAC or IP) → the value listed: what a missing entry may hide behind.
-  const listedValues = new Map<string, string>();
-  for (const [i, bridge] of ourBridges.entries()) {
-    put({ kind: "Bridge", body: bridge }, true);
-    const [bridgePorts, macs, arps] = bridgeContents[i] ?? [[], [], []];
-    for (const p of bridgePorts) {
-      const mine = oursInside(p.id);
-      put({ kind: "Port", parentId: bridge.id, body: p }, mine);
-      if (mine) ourPorts.add(p.id as string);
-      ports.push(p);
-    }
-    const owns = tableOwnership(bridgePorts, routerPortsById, desiredLinks, oursInside);
-    for (const m of macs) {
-      const body = { macAddr: m.macAddr.toLowerCase(), portId: m.portId.toLowerCase() };
-      put({ kind: "MacPort", parentId: bridge.id, body }, owns.mac(body));
-      listedValues.set(tableKey({ kind: "MacPort", parentId: bridge.id, body }), body.portId);
-    }
-    for (const a of arps) {
-      const body = { ip: a.ip, mac: a.mac.toLowerCase() };
-      put({ kind: "IP4Mac", parentId: bridge.id, body }, owns.arp(body));
-      listedValues.set(tableKey({ kind: "IP4Mac", parentId: bridge.id, body }), body.mac);
+  /** Our routers with their ports and routes (not the Local routes, nor learned ones). */
+  async readRouters(routers: readonly Router[]): Promise<void> {
+    const ourRouters = routers.filter(this.ours) as (Router & { id: string })[];
+    const contents = await mapLimit(ourRouters, READ_CONCURRENCY, (router) =>
+      Promise.all([this.client.ports.listOnRouter(router.id), this.client.routes.list(router.id)]),
+    );
+    for (const [i, router] of ourRouters.entries()) {
+      this.put({ kind: "Router", body: router }, true);
+      const [routerPorts, routes] = contents[i] ?? [[], []];
+      for (const p of routerPorts) {
+        this.putPort(router.id, p);
+        if (p.type === "Router") this.routerPortsById.set((p.id as string).toLowerCase(), p);
+      }
+      for (const route of routes as (Route & { id: string })[]) {
+        if (route.type === "Local" || route.learned === true) continue;
+        this.put({ kind: "Route", parentId: router.id, body: route }, this.oursInside(route.id));
+      }
     }
   }
-  const hidden = hiddenEntries(options.desired, objects, listedValues);
-  const found = await mapLimit(hidden, READ_CONCURRENCY, (entry) => client.get(entry));
-  for (const [i, entry] of hidden.entries()) if (found[i] !== undefined) put(entry, true);
 
-  // Links and bindings are read off the ports: one link per pair, named from the
-  // side the desired state names (the API links both ways at once).
-  const seenLinks = new Set<string>();
-  for (const p of ports) {
-    const id = p.id as string;
-    const peer = lower(p.peerId);
-    if (peer !== null && !seenLinks.has(`${peer}/${id}`)) {
-      seenLinks.add(`${id}/${peer}`);
-      const from =
-        desiredLinks.get(id) === peer
-          ? id
-          : desiredLinks.get(peer) === id
-            ? peer
-            : id < peer
-              ? id
-              : peer;
-      const to = from === id ? peer : id;
-      put(
-        { kind: "PortLink", parentId: from, body: { peerId: to } },
-        ourPorts.has(id) && ourPorts.has(peer),
+  /** Our bridges with their ports and their MAC and ARP tables (see tableOwnership). */
+  async readBridges(bridges: readonly Bridge[]): Promise<void> {
+    const ourBridges = bridges.filter(this.ours) as (Bridge & { id: string })[];
+    const contents = await mapLimit(ourBridges, READ_CONCURRENCY, (bridge) =>
+      Promise.all([
+        this.client.ports.listOnBridge(bridge.id),
+        this.client.macTable.list(bridge.id),
+        this.client.arpTable.list(bridge.id),
+      ]),
+    );
+    for (const [i, bridge] of ourBridges.entries()) {
+      this.put({ kind: "Bridge", body: bridge }, true);
+      const [bridgePorts, macs, arps] = contents[i] ?? [[], [], []];
+      for (const p of bridgePorts) this.putPort(bridge.id, p);
+      const owns = tableOwnership(
+        bridgePorts,
+        this.routerPortsById,
+        this.desiredLinks,
+        this.oursInside,
       );
-    }
-    const host = lower(p.hostId);
-    if (host !== null && p.interfaceName) {
-      put(
-        {
-          kind: "HostInterfacePort",
-          parentId: host,
-          body: { hostId: host, portId: id, interfaceName: p.interfaceName },
-        },
-        ourPorts.has(id),
-      );
+      for (const m of macs) {
+        const body = { macAddr: m.macAddr.toLowerCase(), portId: m.portId.toLowerCase() };
+        const entry = { kind: "MacPort", parentId: bridge.id, body } as const;
+        this.put(entry, owns.mac(body));
+        this.listedValues.set(tableKey(entry), body.portId);
+      }
+      for (const a of arps) {
+        const body = { ip: a.ip, mac: a.mac.toLowerCase() };
+        const entry = { kind: "IP4Mac", parentId: bridge.id, body } as const;
+        this.put(entry, owns.arp(body));
+        this.listedValues.set(tableKey(entry), body.mac);
+      }
     }
   }
 
-  // A member of the default zone is ours when its host is a node's: wanted in the
-  // zone, or bound to one of our ports (a node deleted while we were down still
-  // is). Anything else in that zone (a gateway an operator added) is left alone.
-  // In any zone, a node's host where its record says we joined it is ours.
-  const ourHosts = new Set<string>();
-  for (const r of options.desired)
-    if (r.kind === "TunnelZoneHost") ourHosts.add(r.body.hostId.toLowerCase());
-  for (const p of ports) {
-    const host = lower(p.hostId);
-    if (host !== null && ourPorts.has(p.id as string)) ourHosts.add(host);
-  }
-  for (const m of members) {
-    const owned =
-      (m.tz === options.defaultTunnelZone && ourHosts.has(m.body.hostId)) ||
-      joined.has(tunnelZoneHostPath(m.tz, m.body.hostId));
-    put({ kind: "TunnelZoneHost", parentId: m.tz, body: m.body }, owned);
+  /** The desired table entries the listing hid behind a learned value, each looked up by itself. */
+  async readHiddenEntries(): Promise<void> {
+    const hidden = hiddenEntries(this.options.desired, this.objects, this.listedValues);
+    const found = await mapLimit(hidden, READ_CONCURRENCY, (entry) => this.client.get(entry));
+    for (const [i, entry] of hidden.entries()) if (found[i] !== undefined) this.put(entry, true);
   }
 
-  const ourChains = chains.filter(ours) as (Chain & { id: string })[];
-  const ruleLists = await mapLimit(ourChains, READ_CONCURRENCY, (chain) =>
-    client.rules.list(chain.id),
-  );
-  for (const [i, chain] of ourChains.entries()) {
-    put({ kind: "Chain", body: chain }, true);
-    const order: string[] = [];
-    for (const rule of (ruleLists[i] ?? []) as (Rule & { id: string })[]) {
-      order.push(rule.id);
-      put({ kind: "Rule", parentId: chain.id, body: rule }, oursInside(rule.id));
+  /**
+   * Links and bindings, read off the ports: one link per pair, named from the
+   * side the desired state names (the API links both ways at once).
+   */
+  putLinksAndBindings(): void {
+    const seenLinks = new Set<string>();
+    for (const p of this.ports) {
+      const id = p.id as string;
+      const peer = lower(p.peerId);
+      if (peer !== null && !seenLinks.has(`${peer}/${id}`)) {
+        seenLinks.add(`${id}/${peer}`);
+        const from = this.linkSide(id, peer);
+        const to = from === id ? peer : id;
+        this.put(
+          { kind: "PortLink", parentId: from, body: { peerId: to } },
+          this.ourPorts.has(id) && this.ourPorts.has(peer),
+        );
+      }
+      const host = lower(p.hostId);
+      if (host !== null && p.interfaceName) {
+        this.put(
+          {
+            kind: "HostInterfacePort",
+            parentId: host,
+            body: { hostId: host, portId: id, interfaceName: p.interfaceName },
+          },
+          this.ourPorts.has(id),
+        );
+      }
     }
-    chainOrder.set(chain.id, order);
   }
 
-  const orphans = [...owned].filter((key) => !options.isDesired(key));
-  return { objects, chainOrder, orphans };
+  /** The port a link between `a` and `b` is keyed from: the desired side, else the lower id. */
+  private linkSide(a: string, b: string): string {
+    if (this.desiredLinks.get(a) === b) return a;
+    if (this.desiredLinks.get(b) === a) return b;
+    return a < b ? a : b;
+  }
+
+  /**
+   * A member of the default zone is ours when its host is a node's: wanted in
+   * the zone, or bound to one of our ports (a node deleted while we were down
+   * still is). Anything else in that zone (a gateway an operator added) is left
+   * alone. In any zone, a node's host where its record says we joined it is ours.
+   */
+  putMemberships(): void {
+    const ourHosts = new Set<string>();
+    for (const r of this.options.desired)
+      if (r.kind === "TunnelZoneHost") ourHosts.add(r.body.hostId.toLowerCase());
+    for (const p of this.ports) {
+      const host = lower(p.hostId);
+      if (host !== null && this.ourPorts.has(p.id as string)) ourHosts.add(host);
+    }
+    for (const m of this.members) {
+      const owned =
+        (m.tz === this.options.defaultTunnelZone && ourHosts.has(m.body.hostId)) ||
+        this.joined.has(tunnelZoneHostPath(m.tz, m.body.hostId));
+      this.put({ kind: "TunnelZoneHost", parentId: m.tz, body: m.body }, owned);
+    }
+  }
+
+  /** Our chains with their rules, and each chain's rule order. */
+  async readChains(chains: readonly Chain[]): Promise<void> {
+    const ourChains = chains.filter(this.ours) as (Chain & { id: string })[];
+    const ruleLists = await mapLimit(ourChains, READ_CONCURRENCY, (chain) =>
+      this.client.rules.list(chain.id),
+    );
+    for (const [i, chain] of ourChains.entries()) {
+      this.put({ kind: "Chain", body: chain }, true);
+      const order: string[] = [];
+      for (const rule of (ruleLists[i] ?? []) as (Rule & { id: string })[]) {
+        order.push(rule.id);
+        this.put({ kind: "Rule", parentId: chain.id, body: rule }, this.oursInside(rule.id));
+      }
+      this.chainOrder.set(chain.id, order);
+    }
+  }
+
+  result(): ActualState {
+    const orphans = [...this.owned].filter((key) => !this.options.isDesired(key));
+    return { objects: this.objects, chainOrder: this.chainOrder, orphans };
+  }
 }
 
 // ---------------------------------------------------------------------------
