@@ -12,16 +12,15 @@
  * account when `KUBERNETES_SERVICE_HOST` is set (a pod); else there is none.
  *
  * Calls are bounded (`requestTimeoutMs`), so a hung API server holds nothing of
- * the driver's forever. Watches restart by themselves after any error, with
- * backoff: client-node's ListWatch re-watches after a clean end or a 410, but
- * after any other error it only reports and stays down. A watch that does not
- * get going within 30 s is restarted too, and a healthy one is renewed every
- * 5–10 minutes.
+ * the driver's forever. Watches are the common list-watch (src/common/list-watch.ts):
+ * they resume or relist by themselves, restart with backoff after any error, and
+ * are bounded in how long they take to get going and how long one lasts.
  */
 import type { ApiException, KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import type pino from "pino";
-import { type BackoffPolicy, backoffDelay } from "../../common/backoff.js";
+import type { BackoffPolicy } from "../../common/backoff.js";
 import { callDeadline } from "../../common/kube-call-deadline.js";
+import { type ListAnswer, ListWatch, type ListWatchOptions } from "../../common/list-watch.js";
 
 type ClientModule = typeof import("@kubernetes/client-node");
 
@@ -198,7 +197,7 @@ export async function connectKubeApi(
 
 class ClientNodeApi implements KubeApi {
   private readonly core: InstanceType<ClientModule["CoreV1Api"]>;
-  private readonly watches = new Set<SingleObjectWatch>();
+  private readonly watches = new Set<DriverWatch>();
   private readonly timeoutMs: number;
 
   constructor(
@@ -225,58 +224,44 @@ class ClientNodeApi implements KubeApi {
     handlers: ObjectWatchHandlers,
   ): ObjectWatch {
     const fieldSelector = `metadata.name=${ref.name}`;
-    let path: string;
-    let list: () => Promise<{ items: KubernetesObject[]; metadata?: { resourceVersion?: string } }>;
     if (resource === "nodes") {
-      path = "/api/v1/nodes";
-      list = () => this.core.listNode({ fieldSelector }, this.callOptions());
-    } else {
-      const namespace = ref.namespace ?? "default";
-      path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps`;
-      list = () =>
-        this.core.listNamespacedConfigMap({ namespace, fieldSelector }, this.callOptions());
+      const options = this.listWatchOptions("/api/v1/nodes", fieldSelector, () =>
+        this.core.listNode({ fieldSelector }, this.callOptions()),
+      );
+      return this.track(followObject(options, { name: ref.name }, handlers));
     }
-    const w = new SingleObjectWatch({
-      start: () => {
-        const lw = new this.k8s.ListWatch<KubernetesObject>(
-          path,
-          new this.k8s.Watch(this.kc),
-          list,
-          false,
-          undefined,
-          fieldSelector,
-        );
-        return lw;
-      },
-      ref:
-        resource === "nodes"
-          ? { name: ref.name }
-          : { namespace: ref.namespace ?? "default", name: ref.name },
-      handlers,
-      backoff: this.opts.watchBackoff ?? DEFAULT_WATCH_BACKOFF,
-    });
-    return this.track(w);
+    const namespace = ref.namespace ?? "default";
+    const options = this.listWatchOptions(
+      `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps`,
+      fieldSelector,
+      () => this.core.listNamespacedConfigMap({ namespace, fieldSelector }, this.callOptions()),
+    );
+    return this.track(followObject(options, { namespace, name: ref.name }, handlers));
   }
 
   watchNodes(handlers: CollectionWatchHandlers): ObjectWatch {
-    const w = new CollectionWatch(
-      {
-        start: () =>
-          new this.k8s.ListWatch<KubernetesObject>(
-            "/api/v1/nodes",
-            new this.k8s.Watch(this.kc),
-            () => this.core.listNode({}, this.callOptions()),
-            false,
-          ),
-        backoff: this.opts.watchBackoff ?? DEFAULT_WATCH_BACKOFF,
-      },
-      handlers,
+    const options = this.listWatchOptions("/api/v1/nodes", undefined, () =>
+      this.core.listNode({}, this.callOptions()),
     );
-    return this.track(w);
+    return this.track(followCollection(options, handlers));
+  }
+
+  private listWatchOptions(
+    path: string,
+    fieldSelector: string | undefined,
+    list: () => Promise<ListAnswer<KubernetesObject>>,
+  ): Omit<ListWatchOptions<KubeObjectView>, "handlers"> {
+    return {
+      path,
+      ...(fieldSelector !== undefined ? { fieldSelector } : {}),
+      list: list as () => Promise<ListAnswer<KubeObjectView>>,
+      watch: new this.k8s.Watch(this.kc),
+      backoff: this.opts.watchBackoff ?? DEFAULT_WATCH_BACKOFF,
+    };
   }
 
   /** Starts a watch and hands out its view; close() stops it. */
-  private track(w: SingleObjectWatch): ObjectWatch {
+  private track(w: DriverWatch): ObjectWatch {
     this.watches.add(w);
     w.start();
     return {
@@ -353,54 +338,44 @@ class ClientNodeApi implements KubeApi {
   }
 }
 
-/** What one ListWatch does for SingleObjectWatch: started once, stopped once. */
-interface ListWatchLike {
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  on(verb: "add" | "update" | "delete", cb: (obj: KubernetesObject) => void): void;
-  on(verb: "error", cb: (err: unknown) => void): void;
-  get(name: string, namespace?: string): KubernetesObject | undefined;
-  list(): readonly KubernetesObject[];
-}
-
-/** A list and watch that has not got going by then is given up and restarted. */
-const SYNC_TIMEOUT_MS = 30_000;
 /**
- * A healthy watch is replaced after 5–10 min, as client-go's reflector bounds
- * its watches (timeoutSeconds): a connection that died without a FIN or RST
- * would otherwise go unnoticed for as long as TCP keepalive takes.
+ * A common ListWatch seen through the driver's handlers: failures as one line
+ * (`lastError`, until it is current again), and a hand-over of what it knows
+ * on every change and whenever it is current again.
  */
-const REFRESH_MS = { min: 300_000, max: 600_000 };
-
-/**
- * One object followed through a ListWatch, restarted after errors. Each
- * (re)start is a fresh ListWatch (so a fresh list): callbacks of a replaced
- * one — the AbortError its stop() reports among them — are ignored by round.
- */
-class SingleObjectWatch {
-  private round = 0;
-  private current: ListWatchLike | undefined;
-  /** The backoff before a restart, or the planned refresh of a healthy watch. */
-  private timer: NodeJS.Timeout | undefined;
-  private syncTimer: NodeJS.Timeout | undefined;
-  private attempt = 0;
-  private stopped = false;
-  private isSynced = false;
+class DriverWatch {
   private error: string | undefined;
-  /** The resourceVersion last reported; null: reported absent; undefined: nothing yet. */
-  private lastSeen: string | null | undefined;
+  private readonly lw: ListWatch<KubeObjectView>;
 
   constructor(
-    private readonly o: {
-      start: () => ListWatchLike;
-      ref: ObjectRef;
-      handlers: ObjectWatchHandlers;
-      backoff: BackoffPolicy;
-    },
-  ) {}
+    options: Omit<ListWatchOptions<KubeObjectView>, "handlers">,
+    handlers: { onError?(message: string): void; onSynced?(): void },
+    private readonly handOver: (lw: ListWatch<KubeObjectView>) => void,
+    /** Whatever the hand-over keeps pending, dropped on stop(). */
+    private readonly onStop?: () => void,
+  ) {
+    const changed = () => this.handOver(this.lw);
+    this.lw = new ListWatch<KubeObjectView>({
+      ...options,
+      handlers: {
+        add: changed,
+        update: changed,
+        delete: changed,
+        synced: () => {
+          this.error = undefined;
+          changed();
+          handlers.onSynced?.();
+        },
+        error: (err) => {
+          this.error = describeError(err);
+          handlers.onError?.(this.error);
+        },
+      },
+    });
+  }
 
   get synced(): boolean {
-    return this.isSynced;
+    return this.lw.synced;
   }
 
   get lastError(): string | undefined {
@@ -408,161 +383,63 @@ class SingleObjectWatch {
   }
 
   start(): void {
-    void this.run();
+    this.lw.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.round++;
-    this.clearTimers();
-    const lw = this.current;
-    this.current = undefined;
-    await lw?.stop();
-  }
-
-  private async run(): Promise<void> {
-    if (this.stopped) return;
-    const round = ++this.round;
-    let failed = false;
-    const lw = this.o.start();
-    this.current = lw;
-    // Whether this round's list is complete: a fresh ListWatch fills its cache
-    // one "add" at a time while listing.
-    let listed = false;
-    const report = () => {
-      if (round === this.round) this.deliver(lw, listed);
-    };
-    lw.on("add", report);
-    lw.on("update", report);
-    lw.on("delete", report);
-    const failOnce = (err: unknown) => {
-      if (round !== this.round || failed) return;
-      failed = true;
-      this.fail(err);
-    };
-    lw.on("error", failOnce);
-    // A watch request the server accepts and never answers would hold start() forever.
-    this.syncTimer = setTimeout(
-      () => failOnce(new Error(`no answer from the API server in ${SYNC_TIMEOUT_MS / 1000} s`)),
-      SYNC_TIMEOUT_MS,
-    );
-    this.syncTimer.unref();
-    try {
-      await lw.start();
-    } catch (err) {
-      failOnce(err);
-      return;
-    }
-    if (round !== this.round || failed) return;
-    clearTimeout(this.syncTimer);
-    listed = true;
-    this.isSynced = true;
-    this.error = undefined;
-    this.attempt = 0;
-    report();
-    this.o.handlers.onSynced?.();
-    const refreshIn = REFRESH_MS.min + Math.random() * (REFRESH_MS.max - REFRESH_MS.min);
-    this.timer = setTimeout(() => this.replace(), refreshIn);
-    this.timer.unref();
-  }
-
-  /** The planned refresh: a new ListWatch at once; the object stays known meanwhile. */
-  private replace(): void {
-    this.timer = undefined;
-    const lw = this.current;
-    this.current = undefined;
-    this.round++;
-    void lw?.stop().catch(() => {});
-    void this.run();
-  }
-
-  private fail(err: unknown): void {
-    this.isSynced = false;
-    this.error = describeError(err);
-    this.clearTimers();
-    const lw = this.current;
-    this.current = undefined;
-    this.round++;
-    void lw?.stop().catch(() => {});
-    this.o.handlers.onError?.(this.error);
-    if (this.stopped) return;
-    const delay = backoffDelay(this.o.backoff, this.attempt++);
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.run();
-    }, delay);
-    this.timer.unref();
-  }
-
-  private clearTimers(): void {
-    if (this.timer) clearTimeout(this.timer);
-    if (this.syncTimer) clearTimeout(this.syncTimer);
-    this.timer = undefined;
-    this.syncTimer = undefined;
-  }
-
-  /** Hands the handlers what the ListWatch now knows (the one object followed). */
-  protected deliver(lw: ListWatchLike, _listed: boolean): void {
-    const obj = lw.get(this.o.ref.name, this.o.ref.namespace);
-    const seen = obj ? (obj.metadata?.resourceVersion ?? "") : null;
-    if (seen === this.lastSeen && seen !== "") return;
-    this.lastSeen = seen;
-    this.o.handlers.onObject(obj as KubeObjectView | undefined);
+    this.onStop?.();
+    await this.lw.stop();
   }
 }
 
+/** One object followed: `onObject` whenever its resourceVersion (or its existence) changes. */
+function followObject(
+  options: Omit<ListWatchOptions<KubeObjectView>, "handlers">,
+  ref: ObjectRef,
+  handlers: ObjectWatchHandlers,
+): DriverWatch {
+  /** The resourceVersion last reported; null: reported absent; undefined: nothing yet. */
+  let lastSeen: string | null | undefined;
+  return new DriverWatch(options, handlers, (lw) => {
+    const obj = lw.get(ref.name, ref.namespace);
+    const seen = obj ? (obj.metadata?.resourceVersion ?? "") : null;
+    if (seen === lastSeen && seen !== "") return;
+    lastSeen = seen;
+    handlers.onObject(obj);
+  });
+}
+
 /**
- * Every object of a collection, through the same restarts: the handlers get
- * the whole list on each change and after each (re)list, never a partial one.
+ * Every object of a collection: the whole list on each change, never before
+ * the first list. Each event would hand over (and the handler digest) the
+ * whole list: thousands of Nodes appearing at once would cost the square of
+ * their number. So one hand-over per burst, after the events already read.
  */
-class CollectionWatch extends SingleObjectWatch {
-  private lastVersions: string | undefined;
-  /** The delivery waiting for the current burst of events to end, and its ListWatch. */
-  private pending: NodeJS.Immediate | undefined;
-  private pendingLw: ListWatchLike | undefined;
-
-  constructor(
-    o: Omit<ConstructorParameters<typeof SingleObjectWatch>[0], "handlers" | "ref">,
-    private readonly listHandlers: CollectionWatchHandlers,
-  ) {
-    super({
-      ...o,
-      ref: { name: "" },
-      handlers: {
-        onObject: () => {},
-        onError: listHandlers.onError,
-        onSynced: listHandlers.onSynced,
-      },
-    });
-  }
-
-  protected override deliver(lw: ListWatchLike, listed: boolean): void {
-    // A partial list would read as Nodes deleted.
-    if (!listed) return;
-    // Each event would hand over (and the handler digest) the whole list:
-    // thousands of Nodes appearing at once would cost the square of their
-    // number. One delivery per burst: after the events already read are in.
-    this.pendingLw = lw;
-    this.pending ??= setImmediate(() => {
-      this.pending = undefined;
-      if (this.pendingLw) this.deliverNow(this.pendingLw);
-    });
-  }
-
-  override async stop(): Promise<void> {
-    if (this.pending) clearImmediate(this.pending);
-    this.pending = undefined;
-    this.pendingLw = undefined;
-    await super.stop();
-  }
-
-  private deliverNow(lw: ListWatchLike): void {
+function followCollection(
+  options: Omit<ListWatchOptions<KubeObjectView>, "handlers">,
+  handlers: CollectionWatchHandlers,
+): DriverWatch {
+  let lastVersions: string | undefined;
+  let pending: NodeJS.Immediate | undefined;
+  const deliver = (lw: ListWatch<KubeObjectView>) => {
+    pending = undefined;
     const all = lw.list();
     const versions = all.map((o) => `${o.metadata?.name}@${o.metadata?.resourceVersion}`).join(",");
-    if (versions === this.lastVersions) return;
-    this.lastVersions = versions;
-    this.listHandlers.onList(all as readonly KubeObjectView[]);
-  }
+    if (versions === lastVersions) return;
+    lastVersions = versions;
+    handlers.onList(all);
+  };
+  return new DriverWatch(
+    options,
+    handlers,
+    (lw) => {
+      if (lw.hasSynced) pending ??= setImmediate(() => deliver(lw));
+    },
+    () => {
+      if (pending) clearImmediate(pending);
+      pending = undefined;
+    },
+  );
 }
 
 /** A client-node failure as a KubeApiError: the status, the server's message, Retry-After. */
