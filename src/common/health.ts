@@ -5,15 +5,15 @@
 
 import http from "node:http";
 import net from "node:net";
-import { METRICS_CONTENT_TYPE } from "./prometheus.js";
+import { prometheusContentType } from "prom-client";
 
 export interface HealthChecks {
   /** Liveness: the driver passes a function that dials its gRPC socket. */
   live: () => Promise<{ ok: boolean; reason?: string }>;
   /** Readiness: config loaded, plumbing ready, not shutting down. */
   ready: () => { ok: boolean; reasons: string[] };
-  /** The Prometheus text of the registry. */
-  metrics: () => string;
+  /** The Prometheus text exposition of the daemon's registry. */
+  metrics: () => Promise<string>;
 }
 
 export interface HealthServer {
@@ -88,7 +88,7 @@ async function handle(
       return send(res, 503, `${reasons.join("\n")}\n`);
     }
     default:
-      return send(res, 200, checks.metrics(), METRICS_CONTENT_TYPE);
+      return send(res, 200, await checks.metrics(), prometheusContentType);
   }
 }
 

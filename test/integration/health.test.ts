@@ -13,6 +13,7 @@ import {
   startHealthServer,
 } from "../../src/common/health.js";
 import { Metrics } from "../../src/driver/metrics.js";
+import { parseExposition, value } from "../support/exposition.js";
 
 interface Reply {
   status: number;
@@ -133,9 +134,21 @@ describe("driver/health (integration)", () => {
     const r = await request(health.address, "/metrics");
     expect(r.status).to.equal(200);
     expect(r.headers["content-type"]).to.equal("text/plain; version=0.0.4; charset=utf-8");
-    expect(r.body).to.equal(metrics.render());
-    expect(r.body).to.include('cni_driver_calls_total{verb="ADD",outcome="ok"} 1');
-    expect(r.body).to.include("cni_driver_attachments 3");
+    expect(Number(r.headers["content-length"])).to.equal(Buffer.byteLength(r.body));
+    expect(r.body).to.include('cni_driver_calls_total{verb="ADD",outcome="ok"} 1\n');
+    const s = parseExposition(r.body);
+    expect(value(s, "cni_driver_attachments")).to.equal(3);
+    expect(value(s, "process_resident_memory_bytes")).to.be.greaterThan(0);
+  });
+
+  it("/metrics is 503 with the reason when the registry cannot be read", async () => {
+    health = await startHealthServer("127.0.0.1:0", {
+      ...checks(),
+      metrics: () => Promise.reject(new Error("collect failed")),
+    });
+    const r = await request(health.address, "/metrics");
+    expect(r.status).to.equal(503);
+    expect(r.body).to.equal("collect failed\n");
   });
 
   it("ignores the query string", async () => {
@@ -160,11 +173,13 @@ describe("driver/health (integration)", () => {
   }
 
   it("answers HEAD with the headers and no body", async () => {
-    health = await startHealthServer("127.0.0.1:0", checks());
+    // A fixed text: the process's own series change from one scrape to the next.
+    const text = "# HELP x_total h\n# TYPE x_total counter\nx_total 1\n";
+    health = await startHealthServer("127.0.0.1:0", { ...checks(), metrics: async () => text });
     const r = await request(health.address, "/metrics", "HEAD");
     expect(r.status).to.equal(200);
     expect(r.headers["content-type"]).to.equal("text/plain; version=0.0.4; charset=utf-8");
-    expect(Number(r.headers["content-length"])).to.equal(Buffer.byteLength(metrics.render()));
+    expect(Number(r.headers["content-length"])).to.equal(Buffer.byteLength(text));
     expect(r.body).to.equal("");
   });
 

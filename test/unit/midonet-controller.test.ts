@@ -5,6 +5,7 @@
  */
 import { expect } from "chai";
 import { parseFlags, UsageError } from "../../src/common/flags.js";
+import { DURATION_BUCKETS } from "../../src/common/prometheus.js";
 import { MidonetApiError } from "../../src/midonet/api.js";
 import { CONTROLLER_FLAGS, controllerOptionsFromFlags } from "../../src/midonet/controller/main.js";
 import { ControllerMetrics, errorCode } from "../../src/midonet/controller/metrics.js";
@@ -14,6 +15,7 @@ import {
   nodeAnnotationPatch,
   recordedTunnelZone,
 } from "../../src/midonet/controller/node-annotations.js";
+import { parseExposition, value } from "../support/exposition.js";
 
 const API = "http://midonet-api:8181/midonet-api";
 const ZONE = "51329ede-9b0f-5923-98ee-bf4ef08af54f";
@@ -272,8 +274,10 @@ describe("midonet controller", () => {
   });
 
   describe("metrics", () => {
-    it("renders the Prometheus text format with stable label order", () => {
-      const m = new ControllerMetrics();
+    const idle = () => ({ desired: 0, pending: 0, held: 0, converged: false });
+
+    it("exposes its counters, gauges and latency histogram in the Prometheus text format", async () => {
+      const m = new ControllerMetrics(idle);
       m.write("create", "Bridge");
       m.write("create", "Bridge");
       m.failure(
@@ -289,20 +293,81 @@ describe("midonet controller", () => {
       );
       m.apiAttempt({ method: "GET", path: "/", status: 200, attempt: 1, durationMs: 3 });
       m.set("midonet_controller_leader", {}, 1);
-      const text = m.render();
+      m.inc("midonet_controller_kube_errors_total", { op: "watch-pods" });
+      m.inc("midonet_controller_kube_errors_total", { op: "patch-node", code: "409" });
+      const text = await m.render();
       expect(text).to.match(/^# TYPE midonet_controller_writes_total counter$/m);
       expect(text).to.match(/^midonet_controller_writes_total\{op="create",kind="Bridge"\} 2$/m);
-      expect(text).to.match(
-        /^midonet_controller_errors_total\{op="create",kind="Rule",code="500"\} 1$/m,
+      const s = parseExposition(text);
+      expect(
+        value(s, "midonet_controller_errors_total", { op: "create", kind: "Rule", code: "500" }),
+      ).to.equal(1);
+      expect(value(s, "midonet_controller_leader")).to.equal(1);
+      expect(value(s, "midonet_controller_ready")).to.equal(0);
+      const hist = "midonet_controller_api_request_duration_seconds";
+      expect(value(s, `${hist}_bucket`, { method: "GET", le: "0.0025" })).to.equal(0);
+      expect(value(s, `${hist}_bucket`, { method: "GET", le: "0.005" })).to.equal(1);
+      expect(value(s, `${hist}_bucket`, { method: "GET", le: "+Inf" })).to.equal(1);
+      expect(value(s, `${hist}_count`, { method: "GET" })).to.equal(1);
+      expect(value(s, `${hist}_sum`, { method: "GET" })).to.equal(0.003);
+      expect(s.filter((x) => x.name === `${hist}_bucket`).map((x) => x.labels.le)).to.deep.equal([
+        ...DURATION_BUCKETS.map(String),
+        "+Inf",
+      ]);
+      expect(
+        value(s, "midonet_controller_api_requests_total", { method: "GET", code: "200" }),
+      ).to.equal(1);
+      // One family, two label sets: the code only where there is one.
+      expect(value(s, "midonet_controller_kube_errors_total", { op: "watch-pods" })).to.equal(1);
+      expect(
+        value(s, "midonet_controller_kube_errors_total", { op: "patch-node", code: "409" }),
+      ).to.equal(1);
+      expect(value(s, "process_resident_memory_bytes")).to.be.greaterThan(0);
+    });
+
+    it("reads the state gauges from the controller at each scrape", async () => {
+      let state = { desired: 7, pending: 3, held: 1, converged: false };
+      const m = new ControllerMetrics(() => state);
+      const gauges = async () => {
+        const s = parseExposition(await m.render());
+        return ["desired_resources", "pending_resources", "held_resources", "converged"].map((g) =>
+          value(s, `midonet_controller_${g}`),
+        );
+      };
+      expect(await gauges()).to.deep.equal([7, 3, 1, 0]);
+      state = { desired: 9, pending: 0, held: 0, converged: true };
+      expect(await gauges()).to.deep.equal([9, 0, 0, 1]);
+    });
+
+    it("replaces the mapping warnings by code, dropping codes no longer seen", async () => {
+      const m = new ControllerMetrics(idle);
+      m.replace("midonet_controller_mapping_warnings", [
+        [{ code: "a" }, 2],
+        [{ code: "b" }, 1],
+      ]);
+      m.replace("midonet_controller_mapping_warnings", [[{ code: "b" }, 4]]);
+      const s = parseExposition(await m.render());
+      const warnings = s.filter((x) => x.name === "midonet_controller_mapping_warnings");
+      expect(warnings).to.deep.equal([
+        { name: "midonet_controller_mapping_warnings", labels: { code: "b" }, value: 4 },
+      ]);
+    });
+
+    it("keeps each controller's series to itself when several run in one process", async () => {
+      const a = new ControllerMetrics(idle);
+      const b = new ControllerMetrics(() => ({ ...idle(), desired: 5 }));
+      a.write("delete", "Port");
+      b.set("midonet_controller_leader", {}, 1);
+      const sa = parseExposition(await a.render());
+      const sb = parseExposition(await b.render());
+      expect(value(sa, "midonet_controller_writes_total", { op: "delete", kind: "Port" })).to.equal(
+        1,
       );
-      expect(text).to.match(/^midonet_controller_leader 1$/m);
-      expect(text).to.match(
-        /^midonet_controller_api_request_duration_seconds_bucket\{method="GET",le="0.005"\} 1$/m,
-      );
-      expect(text).to.match(
-        /^midonet_controller_api_request_duration_seconds_count\{method="GET"\} 1$/m,
-      );
-      expect(text.endsWith("\n")).to.equal(true);
+      expect(value(sa, "midonet_controller_leader")).to.equal(0);
+      expect(value(sa, "midonet_controller_desired_resources")).to.equal(0);
+      expect(sb.filter((x) => x.name === "midonet_controller_writes_total")).to.deep.equal([]);
+      expect(value(sb, "midonet_controller_leader")).to.equal(1);
+      expect(value(sb, "midonet_controller_desired_resources")).to.equal(5);
     });
 
     const codes: { err: unknown; code: string }[] = [

@@ -1,33 +1,18 @@
 /**
- * The MidoNet controller's metrics, in the Prometheus text format the driver's
- * /metrics speaks (same content type, escaping and value spelling: reused from
- * the driver's registry). A handful of series known in advance; labels are
- * kinds, operations and statuses, never object ids.
+ * The MidoNet controller's metrics, through prom-client, as the driver's are. A
+ * handful of families known in advance; labels are kinds, operations and statuses,
+ * never object ids. The names and label names are what dashboards query.
  */
 
-import { DURATION_BUCKETS, escapeLabelValue, formatValue } from "../../common/prometheus.js";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import {
+  DURATION_BUCKETS,
+  observableSeconds,
+  withProcessMetrics,
+} from "../../common/prometheus.js";
 import type { AttemptInfo, MidonetApiError } from "../api.js";
 import type { ReconcilerObserver, WriteOp } from "../reconciler.js";
 import type { ResourceKind } from "../resources.js";
-
-type Labels = Readonly<Record<string, string>>;
-
-interface Family {
-  name: string;
-  type: "counter" | "gauge";
-  help: string;
-  series: Map<string, { labels: Labels; value: number }>;
-}
-
-function renderLabels(labels: Labels): string {
-  const parts = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
-  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
-}
-
-const keyOf = (labels: Labels): string =>
-  Object.entries(labels)
-    .map(([k, v]) => `${k}\u0000${v}`)
-    .join("\u0001");
 
 /** What an error is reported as: its HTTP status, or why no answer came. */
 export function errorCode(err: unknown): string {
@@ -38,102 +23,166 @@ export function errorCode(err: unknown): string {
   return "error";
 }
 
+/** The controller's state the live gauges read at each scrape. */
+export interface ControllerGauges {
+  /** MidoNet resources the cluster maps to. */
+  desired: number;
+  /** Leader only (0 otherwise): resources waiting for a write, a retry or a dependency. */
+  pending: number;
+  /** Leader only: resources held back until a dependency is mapped. */
+  held: number;
+  /** Leader only: MidoNet holds the desired state. */
+  converged: boolean;
+}
+
+type Labels = Record<string, string>;
+
+type Family =
+  | { kind: "counter"; help: string; labelNames: readonly string[] }
+  | { kind: "gauge"; help: string; labelNames: readonly string[] }
+  /** Read from the controller's state at each scrape. */
+  | { kind: "live"; help: string; read: (g: ControllerGauges) => number };
+
+/** Every family, in the order a scrape lists them. */
+const FAMILIES = {
+  midonet_controller_leader: {
+    kind: "gauge",
+    help: "1 while this replica holds the lease.",
+    labelNames: [],
+  },
+  midonet_controller_leader_transitions_total: {
+    kind: "counter",
+    help: "Times this replica started or stopped leading.",
+    labelNames: ["to"],
+  },
+  midonet_controller_ready: {
+    kind: "gauge",
+    help: "1 when the informers have synced.",
+    labelNames: [],
+  },
+  midonet_controller_converged: {
+    kind: "live",
+    help: "1 when MidoNet holds the desired state (leader only).",
+    read: (g) => (g.converged ? 1 : 0),
+  },
+  midonet_controller_desired_resources: {
+    kind: "live",
+    help: "MidoNet resources the cluster maps to.",
+    read: (g) => g.desired,
+  },
+  midonet_controller_pending_resources: {
+    kind: "live",
+    help: "Resources waiting for a write, a retry or a dependency.",
+    read: (g) => g.pending,
+  },
+  midonet_controller_held_resources: {
+    kind: "live",
+    help: "Resources held back until a dependency is mapped (a pod on an unmapped node).",
+    read: (g) => g.held,
+  },
+  midonet_controller_mapping_warnings: {
+    kind: "gauge",
+    help: "Objects the mapping could not fully translate, by warning code.",
+    labelNames: ["code"],
+  },
+  midonet_controller_writes_total: {
+    kind: "counter",
+    help: "MidoNet writes done, by op and kind.",
+    labelNames: ["op", "kind"],
+  },
+  midonet_controller_errors_total: {
+    kind: "counter",
+    help: "Failed MidoNet operations (each retried with backoff), by op, kind and status.",
+    labelNames: ["op", "kind", "code"],
+  },
+  midonet_controller_drift_total: {
+    kind: "counter",
+    help: "Objects found differing in a way left alone, by kind.",
+    labelNames: ["kind"],
+  },
+  midonet_controller_resyncs_total: {
+    kind: "counter",
+    help: "Full reads of MidoNet, by outcome.",
+    labelNames: ["outcome"],
+  },
+  midonet_controller_api_requests_total: {
+    kind: "counter",
+    help: "MidoNet REST attempts, by method and status (0: no answer).",
+    labelNames: ["method", "code"],
+  },
+  midonet_controller_node_annotations_total: {
+    kind: "counter",
+    help: "Node annotation patches, by outcome.",
+    labelNames: ["outcome"],
+  },
+  midonet_controller_kube_errors_total: {
+    kind: "counter",
+    help: "Failed Kubernetes API operations, by operation.",
+    labelNames: ["op", "code"],
+  },
+} as const satisfies Record<string, Family>;
+
+type Families = typeof FAMILIES;
+type NameOf<K extends Family["kind"]> = {
+  [N in keyof Families]: Families[N]["kind"] extends K ? N : never;
+}[keyof Families];
+
 export class ControllerMetrics implements ReconcilerObserver {
-  private readonly families = new Map<string, Family>();
-  private readonly apiDurations = new Map<
-    string,
-    { method: string; counts: number[]; sum: number; count: number }
-  >();
+  private readonly counters = new Map<string, Counter>();
+  private readonly gauges = new Map<string, Gauge>();
+  private readonly apiDurations: Histogram<"method">;
+  private readonly exposed: Registry;
 
-  constructor() {
-    const declare = (name: string, type: Family["type"], help: string) =>
-      this.families.set(name, { name, type, help, series: new Map() });
-    declare("midonet_controller_leader", "gauge", "1 while this replica holds the lease.");
-    declare(
-      "midonet_controller_leader_transitions_total",
-      "counter",
-      "Times this replica started or stopped leading.",
-    );
-    declare("midonet_controller_ready", "gauge", "1 when the informers have synced.");
-    declare(
-      "midonet_controller_converged",
-      "gauge",
-      "1 when MidoNet holds the desired state (leader only).",
-    );
-    declare(
-      "midonet_controller_desired_resources",
-      "gauge",
-      "MidoNet resources the cluster maps to.",
-    );
-    declare(
-      "midonet_controller_pending_resources",
-      "gauge",
-      "Resources waiting for a write, a retry or a dependency.",
-    );
-    declare(
-      "midonet_controller_held_resources",
-      "gauge",
-      "Resources held back until a dependency is mapped (a pod on an unmapped node).",
-    );
-    declare(
-      "midonet_controller_mapping_warnings",
-      "gauge",
-      "Objects the mapping could not fully translate, by warning code.",
-    );
-    declare("midonet_controller_writes_total", "counter", "MidoNet writes done, by op and kind.");
-    declare(
-      "midonet_controller_errors_total",
-      "counter",
-      "Failed MidoNet operations (each retried with backoff), by op, kind and status.",
-    );
-    declare(
-      "midonet_controller_drift_total",
-      "counter",
-      "Objects found differing in a way left alone, by kind.",
-    );
-    declare("midonet_controller_resyncs_total", "counter", "Full reads of MidoNet, by outcome.");
-    declare(
-      "midonet_controller_api_requests_total",
-      "counter",
-      "MidoNet REST attempts, by method and status (0: no answer).",
-    );
-    declare(
-      "midonet_controller_node_annotations_total",
-      "counter",
-      "Node annotation patches, by outcome.",
-    );
-    declare(
-      "midonet_controller_kube_errors_total",
-      "counter",
-      "Failed Kubernetes API operations, by operation.",
-    );
-    this.set("midonet_controller_leader", {}, 0);
-    this.set("midonet_controller_ready", {}, 0);
-    this.set("midonet_controller_converged", {}, 0);
+  /** `live` is read at each scrape, for the gauges that follow the controller's state. */
+  constructor(live: () => ControllerGauges) {
+    const own = new Registry();
+    const registers = [own];
+    for (const [name, f] of Object.entries(FAMILIES) as [string, Family][]) {
+      if (f.kind === "counter") {
+        this.counters.set(
+          name,
+          new Counter({ name, help: f.help, labelNames: f.labelNames, registers }),
+        );
+      } else if (f.kind === "gauge") {
+        this.gauges.set(
+          name,
+          new Gauge({ name, help: f.help, labelNames: f.labelNames, registers }),
+        );
+      } else {
+        const read = f.read;
+        new Gauge({
+          name,
+          help: f.help,
+          registers,
+          collect() {
+            this.set(read(live()));
+          },
+        });
+      }
+    }
+    this.apiDurations = new Histogram({
+      name: "midonet_controller_api_request_duration_seconds",
+      help: "Latency of MidoNet REST attempts, by method.",
+      labelNames: ["method"],
+      buckets: [...DURATION_BUCKETS],
+      registers,
+    });
+    this.exposed = withProcessMetrics(own);
   }
 
-  inc(name: string, labels: Labels = {}, by = 1): void {
-    const family = this.family(name);
-    const key = keyOf(labels);
-    const s = family.series.get(key) ?? { labels, value: 0 };
-    s.value += by;
-    family.series.set(key, s);
+  inc(name: NameOf<"counter">, labels: Labels = {}, by = 1): void {
+    (this.counters.get(name) as Counter).inc(labels, by);
   }
 
-  set(name: string, labels: Labels, value: number): void {
-    this.family(name).series.set(keyOf(labels), { labels, value });
+  set(name: NameOf<"gauge">, labels: Labels, value: number): void {
+    (this.gauges.get(name) as Gauge).set(labels, value);
   }
 
   /** Replaces every series of a gauge family (a gauge by label that may lose labels). */
-  replace(name: string, values: Iterable<[Labels, number]>): void {
-    const family = this.family(name);
-    family.series.clear();
-    for (const [labels, value] of values) family.series.set(keyOf(labels), { labels, value });
-  }
-
-  /** The value of one series (tests, status). */
-  value(name: string, labels: Labels = {}): number {
-    return this.family(name).series.get(keyOf(labels))?.value ?? 0;
+  replace(name: NameOf<"gauge">, values: Iterable<[Labels, number]>): void {
+    const gauge = this.gauges.get(name) as Gauge;
+    gauge.reset();
+    for (const [labels, value] of values) gauge.set(labels, value);
   }
 
   // ReconcilerObserver
@@ -159,52 +208,11 @@ export class ControllerMetrics implements ReconcilerObserver {
       method: a.method,
       code: String(a.status),
     });
-    const seconds = Math.max(0, a.durationMs / 1000);
-    const h = this.apiDurations.get(a.method) ?? {
-      method: a.method,
-      counts: DURATION_BUCKETS.map(() => 0),
-      sum: 0,
-      count: 0,
-    };
-    DURATION_BUCKETS.forEach((le, i) => {
-      if (seconds <= le) h.counts[i] = (h.counts[i] ?? 0) + 1;
-    });
-    h.sum += seconds;
-    h.count += 1;
-    this.apiDurations.set(a.method, h);
+    this.apiDurations.observe({ method: a.method }, observableSeconds(a.durationMs / 1000));
   }
 
-  render(): string {
-    const out: string[] = [];
-    for (const f of this.families.values()) {
-      out.push(`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type}`);
-      const series = [...f.series.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-      for (const [, s] of series)
-        out.push(`${f.name}${renderLabels(s.labels)} ${formatValue(s.value)}`);
-    }
-    const hist = "midonet_controller_api_request_duration_seconds";
-    out.push(
-      `# HELP ${hist} Latency of MidoNet REST attempts, by method.`,
-      `# TYPE ${hist} histogram`,
-    );
-    for (const h of [...this.apiDurations.values()].sort((a, b) =>
-      a.method < b.method ? -1 : 1,
-    )) {
-      DURATION_BUCKETS.forEach((le, i) => {
-        out.push(
-          `${hist}_bucket${renderLabels({ method: h.method, le: formatValue(le) })} ${h.counts[i] ?? 0}`,
-        );
-      });
-      out.push(`${hist}_bucket${renderLabels({ method: h.method, le: "+Inf" })} ${h.count}`);
-      out.push(`${hist}_sum${renderLabels({ method: h.method })} ${formatValue(h.sum)}`);
-      out.push(`${hist}_count${renderLabels({ method: h.method })} ${h.count}`);
-    }
-    return `${out.join("\n")}\n`;
-  }
-
-  private family(name: string): Family {
-    const f = this.families.get(name);
-    if (!f) throw new Error(`unknown metric ${name}`);
-    return f;
+  /** The text exposition (format 0.0.4) of the controller's series and the process's. */
+  render(): Promise<string> {
+    return this.exposed.metrics();
   }
 }
