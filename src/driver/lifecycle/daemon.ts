@@ -28,11 +28,7 @@ import { ConfigSource } from "../config/config-source.js";
 import { KubeIntegration, type KubeSettings, kubeSettingsFrom } from "../kube/integration.js";
 import { Metrics } from "../metrics.js";
 import { NodeConnectivity } from "../midonet-node/node-connectivity.js";
-import {
-  DEFAULT_CONNECTION_LIMITS,
-  type GrpcServerHandle,
-  startGrpcServer,
-} from "../rpc/server.js";
+import { type GrpcServerHandle, startGrpcServer } from "../rpc/server.js";
 import { AttachmentIndex, DriverService } from "../rpc/service.js";
 import { type Backends, chooseBackends } from "./backends.js";
 import { BridgeGatewayPruner } from "./bridge-gateways.js";
@@ -306,7 +302,7 @@ class Driver implements RunningDriver {
   private async serve(): Promise<void> {
     this.grpcServer = await startGrpcServer(this.opts.socket, this.service, {
       logger: this.logger,
-      limits: this.opts.connectionLimits ?? DEFAULT_CONNECTION_LIMITS,
+      limits: this.opts.connectionLimits,
     });
     this.health = await startHealthServer(this.opts.healthAddr, {
       live: () => dialUnixSocket(this.opts.socket, 1000),

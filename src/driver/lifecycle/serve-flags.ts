@@ -6,7 +6,7 @@
 import { socketPathProblem } from "../../cni/socket-path.js";
 import { type FlagSpec, type FlagValues, UsageError } from "../../common/flags.js";
 import type { LogLevel } from "../../common/logger.js";
-import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from "../rpc/server.js";
+import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from "../rpc/connection-gate.js";
 import type { HostLocalMode } from "./backends.js";
 
 export const SERVE_FLAGS: readonly FlagSpec[] = [

@@ -7,14 +7,12 @@
  * one that a process holds (the dial connects, or is not refused: a live driver,
  * perhaps wedged with its backlog full) is left alone and we refuse to start.
  *
- * The listener is ours, not gRPC's, so that connections have limits (each one
- * holds a descriptor and an HTTP/2 session): at most `maxConnections` open (one
- * more is closed at once, and logged); one that has not sent the HTTP/2 preface
- * within `prefaceTimeoutMs` is closed; one with no call in flight for
- * `idleTimeoutMs` is closed by gRPC (a GOAWAY; clients reconnect on their next call).
+ * The listener is ours, not gRPC's, so that connections have limits
+ * (connection-gate.ts); one with no call in flight for `idleTimeoutMs` is
+ * closed by gRPC (a GOAWAY; clients reconnect on their next call).
  */
 import { chmod, lstat, mkdir, readdir, unlink } from "node:fs/promises";
-import { createServer, type Socket } from "node:net";
+import { createServer, type Server } from "node:net";
 import { basename, dirname } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -22,28 +20,13 @@ import type pino from "pino";
 import { dialUnixSocket } from "../../common/health.js";
 import { MAX_GRPC_MESSAGE_BYTES } from "../../wire/message-size.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../../wire/proto-path.js";
+import {
+  ConnectionGate,
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+} from "./connection-gate.js";
 import { idleCollector } from "./idle-gc.js";
 import type { DriverService } from "./service.js";
-
-export interface ConnectionLimits {
-  /** Connections open at once; one more is closed as soon as it is accepted. */
-  maxConnections: number;
-  /** A connection that has not sent the 24 bytes of the HTTP/2 preface by then is closed. */
-  prefaceTimeoutMs: number;
-  /** A connection with no call in flight for this long is closed. */
-  idleTimeoutMs: number;
-}
-
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
-  maxConnections: 256,
-  prefaceTimeoutMs: 5_000,
-  idleTimeoutMs: 120_000,
-};
-
-/** "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n": what an HTTP/2 client sends first. */
-const HTTP2_PREFACE_BYTES = 24;
-/** Refusals past the first are counted and logged at most this often, so a flood is a few lines. */
-const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 export interface GrpcServerHandle {
   socketPath: string;
@@ -109,6 +92,41 @@ export async function startGrpcServer(
 ): Promise<GrpcServerHandle> {
   const limits = opts.limits ?? DEFAULT_CONNECTION_LIMITS;
   await prepareSocketPath(socketPath);
+  const idleGcMs = opts.idleGcMs ?? DEFAULT_IDLE_GC_MS;
+  const idle = idleGcMs > 0 ? idleCollector(idleGcMs) : undefined;
+  // The start-up (config, recovery) is a burst too.
+  idle?.activity();
+  const server = grpcServerFor(service, limits, () => idle?.activity());
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const gate = new ConnectionGate(limits, opts.logger, (socket) =>
+    injector.injectConnection(socket),
+  );
+  const listener = createServer((socket) => gate.admit(socket));
+  await listenOwnerOnly(listener, socketPath);
+  return {
+    socketPath,
+    openConnections: () => gate.open.size,
+    close: () =>
+      new Promise<void>((resolve) => {
+        idle?.stop();
+        listener.close();
+        server.tryShutdown(() => resolve());
+      }),
+    forceClose: () => {
+      idle?.stop();
+      listener.close();
+      server.forceShutdown();
+      for (const socket of gate.open) socket.destroy();
+    },
+  };
+}
+
+/** The service's five methods on a gRPC server; `callEnded` after each answer. */
+function grpcServerFor(
+  service: DriverService,
+  limits: ConnectionLimits,
+  callEnded: () => void,
+): grpc.Server {
   const server = new grpc.Server({
     // Above every field's own limit (src/cni/limits.ts), so an oversized field is
     // answered with CNI's code 4 rather than refused by gRPC.
@@ -118,21 +136,17 @@ export async function startGrpcServer(
     // per connection and call would cost memory and time for nothing.
     "grpc.enable_channelz": 0,
   });
-  const idleGcMs = opts.idleGcMs ?? DEFAULT_IDLE_GC_MS;
-  const idle = idleGcMs > 0 ? idleCollector(idleGcMs) : undefined;
-  // The start-up (config, recovery) is a burst too.
-  idle?.activity();
   const unary =
     <Req, Res>(fn: (req: Req) => Promise<Res>): grpc.handleUnaryCall<Req, Res> =>
     (call, callback) => {
       fn(call.request).then(
         (res) => {
           callback(null, res);
-          idle?.activity();
+          callEnded();
         },
         (err: unknown) => {
           callback({ code: grpc.status.INTERNAL, details: String(err) });
-          idle?.activity();
+          callEnded();
         },
       );
     };
@@ -143,41 +157,11 @@ export async function startGrpcServer(
     CniStatus: unary((r) => service.cniStatus(r as never)),
     GarbageCollect: unary((r) => service.garbageCollect(r as never)),
   });
-  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-  const listener = createServer((socket) => admit(socket));
-  const open = new Set<Socket>();
-  let refused = 0;
-  let lastRefusalLog = Number.NEGATIVE_INFINITY;
+  return server;
+}
 
-  function admit(socket: Socket): void {
-    socket.on("error", () => {}); // a peer gone mid-way; the session (if any) sees it too
-    if (open.size >= limits.maxConnections) {
-      socket.destroy();
-      refused++;
-      const now = Date.now();
-      if (now - lastRefusalLog >= REFUSAL_LOG_INTERVAL_MS) {
-        opts.logger.warn(
-          { maxConnections: limits.maxConnections, open: open.size, refused },
-          `refused a connection: ${open.size} connections are open, the bound (--max-connections); ${refused} refused since the last such line`,
-        );
-        lastRefusalLog = now;
-        refused = 0;
-      }
-      return;
-    }
-    open.add(socket);
-    const preface = setTimeout(() => {
-      if (socket.bytesRead < HTTP2_PREFACE_BYTES) socket.destroy();
-    }, limits.prefaceTimeoutMs);
-    preface.unref();
-    socket.once("close", () => {
-      clearTimeout(preface);
-      open.delete(socket);
-    });
-    injector.injectConnection(socket);
-  }
-
-  // umask makes the socket 0600 from its birth: no window where others may connect.
+/** umask makes the socket 0600 from its birth: no window where others may connect. */
+async function listenOwnerOnly(listener: Server, socketPath: string): Promise<void> {
   const oldMask = process.umask(0o177);
   try {
     await new Promise<void>((resolve, reject) => {
@@ -191,20 +175,4 @@ export async function startGrpcServer(
     process.umask(oldMask);
   }
   await chmod(socketPath, 0o600);
-  return {
-    socketPath,
-    openConnections: () => open.size,
-    close: () =>
-      new Promise<void>((resolve) => {
-        idle?.stop();
-        listener.close();
-        server.tryShutdown(() => resolve());
-      }),
-    forceClose: () => {
-      idle?.stop();
-      listener.close();
-      server.forceShutdown();
-      for (const socket of open) socket.destroy();
-    },
-  };
 }
