@@ -15,6 +15,7 @@
  * on create is checked with a GET before anything is retried.
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { type BackoffPolicy, backoffDelay } from "../common/backoff.js";
 import {
   APPLICATION_MEDIA_TYPE,
   type Application,
@@ -299,6 +300,8 @@ function ok(status: number): boolean {
   return status >= 200 && status < 300;
 }
 
+type RootKind = "TunnelZone" | "Router" | "Bridge" | "Chain";
+
 export class MidonetClient {
   readonly tunnelZones: UpdatableRootResourceApi<TunnelZone>;
   readonly tunnelZoneHosts: TunnelZoneHostApi;
@@ -320,8 +323,7 @@ export class MidonetClient {
   private readonly project: string | undefined;
   private readonly timeoutMs: number;
   private readonly retries: number;
-  private readonly backoffMs: number;
-  private readonly maxBackoffMs: number;
+  private readonly backoff: BackoffPolicy;
   private readonly fetchFn: typeof fetch;
   private readonly random: () => number;
   private readonly signal: AbortSignal | undefined;
@@ -336,34 +338,51 @@ export class MidonetClient {
     this.project = options.project;
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.retries = Math.max(0, options.retries ?? 3);
-    this.backoffMs = options.backoffMs ?? 200;
-    this.maxBackoffMs = options.maxBackoffMs ?? 5_000;
+    this.backoff = { baseMs: options.backoffMs ?? 200, maxMs: options.maxBackoffMs ?? 5_000 };
     this.fetchFn = options.fetch ?? globalThis.fetch;
     this.random = options.random ?? Math.random;
     this.signal = options.signal;
     this.onAttempt = options.onAttempt;
 
-    type RootKind = "TunnelZone" | "Router" | "Bridge" | "Chain";
-    const root = <T>(kind: RootKind, collection: () => string, item: (id: Uuid) => string) => ({
+    this.tunnelZones = this.updatable<TunnelZone>("TunnelZone", tunnelZonesPath, tunnelZonePath);
+    this.routers = this.updatable<Router>("Router", routersPath, routerPath);
+    this.bridges = this.updatable<Bridge>("Bridge", bridgesPath, bridgePath);
+    this.chains = this.root<Chain>("Chain", chainsPath, chainPath);
+    this.tunnelZoneHosts = this.tunnelZoneHostApi();
+    this.ports = this.portApi();
+    this.portLinks = this.portLinkApi();
+    this.routes = this.routeApi();
+    this.rules = this.ruleApi();
+    this.hosts = this.hostApi();
+    this.hostInterfacePorts = this.hostInterfacePortApi();
+    this.macTable = this.macTableApi();
+    this.arpTable = this.arpTableApi();
+  }
+
+  // -- the typed views, each a thin layer over the generic operations below --
+
+  private root<T>(kind: RootKind, collection: () => string, item: (id: Uuid) => string) {
+    return {
       create: (body: T) => this.create({ kind, body } as MidonetObject),
       get: (id: Uuid) => this.getAt<T>(kind, item(id), id),
       delete: (id: Uuid) => this.deleteAt(kind, item(id), id),
       list: () => this.listAt<T>(kind, collection()),
-    });
-    const updatable = <T>(
-      kind: RootKind & UpdatableKind,
-      collection: () => string,
-      item: (id: Uuid) => string,
-    ) => ({
-      ...root<T>(kind, collection, item),
-      update: (body: T & { id: Uuid }) => this.putAt(kind, item(body.id), body.id, body),
-    });
-    this.tunnelZones = updatable<TunnelZone>("TunnelZone", tunnelZonesPath, tunnelZonePath);
-    this.routers = updatable<Router>("Router", routersPath, routerPath);
-    this.bridges = updatable<Bridge>("Bridge", bridgesPath, bridgePath);
-    this.chains = root<Chain>("Chain", chainsPath, chainPath);
+    };
+  }
 
-    this.tunnelZoneHosts = {
+  private updatable<T>(
+    kind: RootKind & UpdatableKind,
+    collection: () => string,
+    item: (id: Uuid) => string,
+  ) {
+    return {
+      ...this.root<T>(kind, collection, item),
+      update: (body: T & { id: Uuid }) => this.putAt(kind, item(body.id), body.id, body),
+    };
+  }
+
+  private tunnelZoneHostApi(): TunnelZoneHostApi {
+    return {
       create: (tunnelZoneId, body) =>
         this.create({ kind: "TunnelZoneHost", parentId: tunnelZoneId, body }),
       get: (tunnelZoneId, hostId) =>
@@ -372,8 +391,10 @@ export class MidonetClient {
         this.deleteAt("TunnelZoneHost", tunnelZoneHostPath(tunnelZoneId, hostId), hostId),
       list: (tunnelZoneId) => this.listAt("TunnelZoneHost", tunnelZoneHostsPath(tunnelZoneId)),
     };
+  }
 
-    this.ports = {
+  private portApi(): PortApi {
+    return {
       createOnBridge: (bridgeId, body) => this.create({ kind: "Port", parentId: bridgeId, body }),
       createOnRouter: (routerId, body) => this.create({ kind: "Port", parentId: routerId, body }),
       get: (id) => this.getAt("Port", portPath(id), id),
@@ -382,35 +403,45 @@ export class MidonetClient {
       listOnBridge: (bridgeId) => this.listAt("Port", bridgePortsPath(bridgeId)),
       listOnRouter: (routerId) => this.listAt("Port", routerPortsPath(routerId)),
     };
+  }
 
-    this.portLinks = {
+  private portLinkApi(): PortLinkApi {
+    return {
       create: (portId, peerId) =>
         this.create({ kind: "PortLink", parentId: portId, body: { peerId } }),
       get: (portId) => this.get({ kind: "PortLink", parentId: portId, body: { peerId: "" } }),
       delete: (portId) => this.deleteAt("PortLink", portLinkPath(portId), portId),
     };
+  }
 
-    this.routes = {
+  private routeApi(): ChildResourceApi<Route> {
+    return {
       create: (routerId, body) => this.create({ kind: "Route", parentId: routerId, body }),
       get: (id) => this.getAt("Route", routePath(id), id),
       delete: (id) => this.deleteAt("Route", routePath(id), id),
       list: (routerId) => this.listAt("Route", routerRoutesPath(routerId)),
     };
+  }
 
-    this.rules = {
+  private ruleApi(): ChildResourceApi<Rule> {
+    return {
       create: (chainId, body) => this.create({ kind: "Rule", parentId: chainId, body }),
       get: (id) => this.getAt("Rule", rulePath(id), id),
       delete: (id) => this.deleteAt("Rule", rulePath(id), id),
       list: (chainId) => this.listAt("Rule", chainRulesPath(chainId)),
     };
+  }
 
-    this.hosts = {
+  private hostApi(): HostApi {
+    return {
       get: (id) => this.getAt("Host", hostPath(id), id),
       list: () => this.listAt("Host", hostsPath()),
       findByName: async (name) => (await this.hosts.list()).find((h) => h.name === name),
     };
+  }
 
-    this.hostInterfacePorts = {
+  private hostInterfacePortApi(): HostInterfacePortApi {
+    return {
       create: (body) => this.create({ kind: "HostInterfacePort", parentId: body.hostId, body }),
       get: (hostId, portId) =>
         this.getAt("HostInterfacePort", hostInterfacePortPath(hostId, portId), portId),
@@ -418,8 +449,10 @@ export class MidonetClient {
         this.deleteAt("HostInterfacePort", hostInterfacePortPath(hostId, portId), portId),
       list: (hostId) => this.listAt("HostInterfacePort", hostInterfacePortsPath(hostId)),
     };
+  }
 
-    this.macTable = {
+  private macTableApi(): MacTableApi {
+    return {
       create: (bridgeId, body) => this.create({ kind: "MacPort", parentId: bridgeId, body }),
       get: (bridgeId, macAddr, portId) =>
         this.getAt("MacPort", macEntryPath(bridgeId, macAddr, portId), `${macAddr}_${portId}`),
@@ -427,8 +460,10 @@ export class MidonetClient {
         this.deleteAt("MacPort", macEntryPath(bridgeId, macAddr, portId), `${macAddr}_${portId}`),
       list: (bridgeId) => this.listAt("MacPort", macTablePath(bridgeId)),
     };
+  }
 
-    this.arpTable = {
+  private arpTableApi(): ArpTableApi {
+    return {
       create: (bridgeId, body) => this.create({ kind: "IP4Mac", parentId: bridgeId, body }),
       get: (bridgeId, ip, mac) =>
         this.getAt("IP4Mac", arpEntryPath(bridgeId, ip, mac), `${ip}_${mac}`),
@@ -696,10 +731,9 @@ export class MidonetClient {
     }
   }
 
-  /** Exponential backoff with jitter: base·2^(n-1), capped, scaled by [0.5, 1). */
+  /** The common backoff (src/common/backoff.ts) before retry number `attempt` (1 = the first). */
   private async pause(attempt: number, call: Call, reason: FailureReason): Promise<void> {
-    const base = Math.min(this.maxBackoffMs, this.backoffMs * 2 ** (attempt - 1));
-    const delay = base * (0.5 + this.random() / 2);
+    const delay = backoffDelay(this.backoff, attempt - 1, this.random);
     try {
       await sleep(delay, undefined, this.signal ? { signal: this.signal } : {});
     } catch (err) {

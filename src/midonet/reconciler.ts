@@ -46,6 +46,7 @@
  * out of `flush()`; `resync()` reports a failed read in its result.
  */
 import type { Logger } from "pino";
+import { type BackoffPolicy, backoffDelay } from "../common/backoff.js";
 import { type ActualState, compareHeld, misorderedRules, readActualState } from "./actual-state.js";
 import { MidonetApiError, type MidonetClient } from "./api.js";
 import type { ResolvedConfig } from "./mapping/config.js";
@@ -233,8 +234,7 @@ export class Reconciler {
   private readonly logger: ReconcilerOptions["logger"];
   private readonly observer: ReconcilerObserver;
   private readonly records: TunnelZoneRecords | undefined;
-  private readonly backoffMs: number;
-  private readonly maxBackoffMs: number;
+  private readonly backoff: BackoffPolicy;
   private readonly signal: AbortSignal | undefined;
   private readonly now: () => number;
   private readonly held = new Map<string, Held>();
@@ -254,8 +254,7 @@ export class Reconciler {
     this.logger = options.logger;
     this.observer = options.observer ?? {};
     this.records = options.records;
-    this.backoffMs = options.backoffMs ?? 500;
-    this.maxBackoffMs = options.maxBackoffMs ?? 60_000;
+    this.backoff = { baseMs: options.backoffMs ?? 500, maxMs: options.maxBackoffMs ?? 60_000 };
     this.signal = options.signal;
     this.now = options.now ?? Date.now;
   }
@@ -425,7 +424,7 @@ export class Reconciler {
 
   private failed(task: Task, op: WriteOp | "read", kind: ResourceKind, err: unknown): void {
     task.attempts++;
-    const delay = Math.min(this.maxBackoffMs, this.backoffMs * 2 ** (task.attempts - 1));
+    const delay = backoffDelay(this.backoff, task.attempts - 1);
     task.notBefore = this.now() + delay;
     this.counts.failures++;
     this.observer.failure?.(op, kind, err);

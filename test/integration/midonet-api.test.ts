@@ -332,7 +332,7 @@ describe("MidoNet API client", () => {
       timeoutMs: 1000,
       retries: 3,
       backoffMs: 40,
-      random: () => 0, // delays 20, 40, 80 ms
+      random: () => 0, // the common backoff's lowest jitter (0.8×): delays 32, 64, 128 ms
       onAttempt: (a) => {
         attempts.push(a);
         times.push(performance.now());
@@ -343,9 +343,9 @@ describe("MidoNet API client", () => {
     expect(err.message).to.match(/^MidoNet GET \/hosts \(Host\): network error: .*ECONNREFUSED/);
     expect(attempts.map((a) => a.status)).to.deep.equal([0, 0, 0, 0]);
     const gaps = times.slice(1).map((t, i) => t - (times[i] as number));
-    expect(gaps[0]).to.be.at.least(18);
-    expect(gaps[1]).to.be.at.least(38);
-    expect(gaps[2]).to.be.at.least(78);
+    expect(gaps[0]).to.be.at.least(30);
+    expect(gaps[1]).to.be.at.least(62);
+    expect(gaps[2]).to.be.at.least(126);
   });
 
   it("stops at once when its signal aborts, without further retries", async () => {
