@@ -166,33 +166,7 @@ export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLoc
   const resolvConf = ipam && stringField(ipam, "resolvConf", "IPAMConfig.ipam.resolvConf");
   if (!ipam) throw new Error("IPAM config missing 'ipam' key");
 
-  const asked: RequestedIp[] = [];
-  // host-local keeps the requested addresses in a map keyed by their text: one address asked twice is one.
-  const ask = (ip: RequestedIp) => {
-    if (!asked.some((a) => a.family === ip.family && a.value === ip.value)) asked.push(ip);
-  };
-  if (cniArgs !== "") {
-    let ip: string | undefined;
-    try {
-      ip = loadArgs(parseCniArgs(cniArgs), ["IP"]).IP;
-    } catch (err) {
-      throw new Error((err as CniError).message);
-    }
-    // An empty IP= is no address, as Go's net.IP reads "".
-    if (ip !== undefined && ip !== "") {
-      const parsed = parseRequested(ip);
-      if (!parsed) {
-        throw new Error(
-          `ARGS: error parsing value of pair ${JSON.stringify(`IP=${ip}`)}: invalid IP address ${ip}`,
-        );
-      }
-      ask(parsed);
-    }
-  }
-  for (const ip of [...fromArgs, ...fromRuntime]) {
-    if (ip === NIL_IP) throw new Error("cannot understand ip: IP <nil> not v4 nor v6");
-    ask(ip);
-  }
+  const asked = requestedIps(cniArgs, [...fromArgs, ...fromRuntime]);
 
   const rangeSets = rangeSetsOf(ipam, {
     runtimeIpRanges,
@@ -216,4 +190,44 @@ export function loadHostLocalConfig(stdin: JsonObject, cniArgs: string): HostLoc
     rangeSets,
     requested: asked,
   };
+}
+
+/**
+ * The addresses asked for: CNI_ARGS' IP first, then args.cni.ips and
+ * runtimeConfig.ips. host-local keeps them in a map keyed by their text: one
+ * address asked twice is one.
+ */
+function requestedIps(
+  cniArgs: string,
+  fromJson: ReadonlyArray<RequestedIp | typeof NIL_IP>,
+): RequestedIp[] {
+  const asked: RequestedIp[] = [];
+  const ask = (ip: RequestedIp) => {
+    if (!asked.some((a) => a.family === ip.family && a.value === ip.value)) asked.push(ip);
+  };
+  const fromCniArgs = ipFromCniArgs(cniArgs);
+  if (fromCniArgs) ask(fromCniArgs);
+  for (const ip of fromJson) {
+    if (ip === NIL_IP) throw new Error("cannot understand ip: IP <nil> not v4 nor v6");
+    ask(ip);
+  }
+  return asked;
+}
+
+/** CNI_ARGS' IP=; an empty IP= is no address, as Go's net.IP reads "". */
+function ipFromCniArgs(cniArgs: string): RequestedIp | undefined {
+  if (cniArgs === "") return undefined;
+  let ip: string | undefined;
+  try {
+    ip = loadArgs(parseCniArgs(cniArgs), ["IP"]).IP;
+  } catch (err) {
+    throw new Error((err as CniError).message);
+  }
+  if (ip === undefined || ip === "") return undefined;
+  const parsed = parseRequested(ip);
+  if (!parsed)
+    throw new Error(
+      `ARGS: error parsing value of pair ${JSON.stringify(`IP=${ip}`)}: invalid IP address ${ip}`,
+    );
+  return parsed;
 }
