@@ -22,6 +22,7 @@ import type { DesiredState } from "../../src/midonet/mapping/desired-state.js";
 import { nodeIds } from "../../src/midonet/mapping/node.js";
 import { podPortId } from "../../src/midonet/mapping/pod.js";
 import { servicePortChainId } from "../../src/midonet/mapping/service.js";
+import { find, parseExposition } from "../support/exposition.js";
 import {
   type FakeKubeApiServer,
   type KubeObject,
@@ -66,6 +67,16 @@ async function until<T>(
     }
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** One series' value in the controller's /metrics text (0 while absent). */
+async function metricValue(
+  c: RunningMidonetController,
+  name: string,
+  labels: Record<string, string>,
+): Promise<number> {
+  const [sample] = find(parseExposition(await c.metrics.render()), name, labels);
+  return sample?.value ?? 0;
 }
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -330,18 +341,18 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
       },
     });
     await until(
-      () =>
-        c.metrics.value("midonet_controller_errors_total", {
+      async () =>
+        (await metricValue(c, "midonet_controller_errors_total", {
           op: "create",
           kind: "Bridge",
           code: "500",
-        }) > 0,
+        })) > 0,
       "a failed bridge create",
     );
     expect(c.status().converged).to.equal(false);
     await convergedTopology(20_000);
     await until(() => c.status().converged, "the converged status");
-    const timeouts = c.metrics.value("midonet_controller_errors_total", {
+    const timeouts = await metricValue(c, "midonet_controller_errors_total", {
       op: "create",
       kind: "Rule",
       code: "timeout",
@@ -360,9 +371,9 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     expect(follower.status().leader).to.equal(false);
     expect(follower.status().synced).to.equal(true);
     // The follower never spoke to MidoNet at all.
-    const followerCalls = follower.metrics
-      .render()
-      .match(/^midonet_controller_api_requests_total\{/m);
+    const followerCalls = (await follower.metrics.render()).match(
+      /^midonet_controller_api_requests_total\{/m,
+    );
     expect(followerCalls).to.equal(null);
     const lease = kube.get("leases", LEASE.namespace, LEASE.name) as {
       spec?: { holderIdentity?: string };
@@ -488,7 +499,7 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     kube.put("pods", pod(6) as unknown as KubeObject);
     await convergedTopology();
     expect(
-      a.metrics.value("midonet_controller_kube_errors_total", { op: "watch-pods" }),
+      await metricValue(a, "midonet_controller_kube_errors_total", { op: "watch-pods" }),
     ).to.be.greaterThan(0);
   });
 });

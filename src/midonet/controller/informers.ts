@@ -1,41 +1,44 @@
 /**
- * Informers (list, then watch) on the kinds the controller maps, kept running.
- *
- * @kubernetes/client-node's ListWatch relists by itself after a 410 (history
- * compacted) and re-watches when the server ends a watch, but after any other
- * error (a 500, a refused connection, a failed list) it only calls its error
- * callbacks and stops. So every error here schedules start() again, with a
- * backoff, until stop().
+ * The kinds the controller maps (Nodes, Pods, Services, EndpointSlices), each
+ * followed through the common list-watch (src/common/list-watch.ts), and each
+ * change handed to the mapping as one named change.
  */
 import {
+  CoreV1Api,
+  DiscoveryV1Api,
   type KubeConfig,
-  type KubernetesListObject,
   type KubernetesObject,
-  ListWatch,
+  type V1EndpointSlice,
+  type V1Node,
+  type V1Pod,
+  type V1Service,
   Watch,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { BackoffPolicy } from "../../common/backoff.js";
+import { type ListAnswer, ListWatch, type ListWatchHandlers } from "../../common/list-watch.js";
+import type { ClusterMapper } from "../mapping/cluster.js";
+import type { ResourceChanges } from "../mapping/diff.js";
+import type { EndpointSlice, Node, Pod, Service } from "../mapping/k8s.js";
 
-export interface InformerHandlers<T> {
-  add(obj: T): void;
-  update(obj: T): void;
-  delete(obj: T): void;
-}
-
-export interface ResilientInformerOptions<T extends KubernetesObject> {
+export interface ClusterInformersOptions {
   kubeConfig: KubeConfig;
-  /** The watch path, e.g. /api/v1/nodes. */
-  path: string;
-  list: () => Promise<KubernetesListObject<T>>;
-  handlers: InformerHandlers<T>;
-  /** A short name for logs and metrics ("nodes"). */
-  name: string;
-  logger?: Pick<Logger, "warn" | "debug">;
-  onError?: (err: unknown) => void;
-  /** First restart delay after an error; doubled up to maxBackoffMs. Default 500 ms. */
-  backoffMs?: number;
-  maxBackoffMs?: number;
+  mapper: ClusterMapper;
+  /** One mapping change, named "Kind/namespace/name" (Nodes: "Node/name"). */
+  feed(what: string, change: () => ResourceChanges): void;
+  /** A Node added or changed (deleted: true when gone), after its mapping change. */
+  nodeEvent(name: string, deleted: boolean): void;
+  /** A failed list or watch of `informer` ("nodes", "pods", ...); it restarts by itself. */
+  onError(informer: string, err: unknown): void;
+  logger: Pick<Logger, "warn">;
+  /** Restarts after errors; default 500 ms doubling to 30 s. */
+  backoff?: BackoffPolicy;
 }
+
+const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 500, maxMs: 30_000 };
+
+const nameOf = (obj: KubernetesObject) => obj.metadata?.name ?? "";
+const nsOf = (obj: KubernetesObject) => obj.metadata?.namespace ?? "";
 
 function describe(err: unknown): string {
   const e = err as { message?: string; code?: number; statusCode?: number };
@@ -44,87 +47,134 @@ function describe(err: unknown): string {
   return e?.message ?? String(err);
 }
 
-export class ResilientInformer<T extends KubernetesObject> {
-  private readonly informer: ListWatch<T>;
-  private readonly o: ResilientInformerOptions<T>;
-  private stopped = true;
-  private failures = 0;
-  private lastFailureAt = 0;
-  private restartTimer: NodeJS.Timeout | undefined;
-  private syncedOnce = false;
-  private readonly syncWaiters: (() => void)[] = [];
+export class ClusterInformers {
+  readonly nodes: ListWatch<V1Node>;
+  readonly pods: ListWatch<V1Pod>;
+  readonly services: ListWatch<V1Service>;
+  readonly slices: ListWatch<V1EndpointSlice>;
+  private readonly all: [string, ListWatch<KubernetesObject>][];
 
-  constructor(options: ResilientInformerOptions<T>) {
-    this.o = options;
-    this.informer = new ListWatch<T>(
-      options.path,
-      new Watch(options.kubeConfig),
-      options.list,
-      false,
+  constructor(private readonly o: ClusterInformersOptions) {
+    const core = o.kubeConfig.makeApiClient(CoreV1Api);
+    const discovery = o.kubeConfig.makeApiClient(DiscoveryV1Api);
+    const m = o.mapper;
+    this.nodes = this.informer(
+      "nodes",
+      "/api/v1/nodes",
+      () => core.listNode(),
+      this.nodeHandlers(),
     );
-    this.informer.on("add", (o) => options.handlers.add(o));
-    this.informer.on("update", (o) => options.handlers.update(o));
-    this.informer.on("delete", (o) => options.handlers.delete(o));
-    this.informer.on("error", (err) => this.onError(err));
+    this.pods = this.informer(
+      "pods",
+      "/api/v1/pods",
+      () => core.listPodForAllNamespaces(),
+      this.namespaced<V1Pod>(
+        "Pod",
+        (p) => m.upsertPod(p as Pod),
+        (ns, name) => m.deletePod(ns, name),
+      ),
+    );
+    this.services = this.informer(
+      "services",
+      "/api/v1/services",
+      () => core.listServiceForAllNamespaces(),
+      this.namespaced<V1Service>(
+        "Service",
+        (s) => m.upsertService(s as Service),
+        (ns, name) => m.deleteService(ns, name),
+      ),
+    );
+    this.slices = this.informer(
+      "endpointslices",
+      "/apis/discovery.k8s.io/v1/endpointslices",
+      () => discovery.listEndpointSliceForAllNamespaces(),
+      this.namespaced<V1EndpointSlice>(
+        "EndpointSlice",
+        (s) => m.upsertEndpointSlice(s as EndpointSlice),
+        (ns, name) => m.deleteEndpointSlice(ns, name),
+      ),
+    );
+    this.all = [
+      ["nodes", this.nodes],
+      ["pods", this.pods],
+      ["services", this.services],
+      ["endpointslices", this.slices],
+    ] as [string, ListWatch<KubernetesObject>][];
   }
 
-  /** The first list has been received. */
-  get synced(): boolean {
-    return this.syncedOnce;
-  }
-
-  /** Resolves once the first list has been received (never, if stopped before). */
-  whenSynced(): Promise<void> {
-    if (this.syncedOnce) return Promise.resolve();
-    return new Promise((resolve) => this.syncWaiters.push(resolve));
-  }
-
-  get(name: string, namespace?: string): T | undefined {
-    return this.informer.get(name, namespace);
-  }
-
-  list(): readonly T[] {
-    return this.informer.list();
-  }
-
-  async start(): Promise<void> {
-    this.stopped = false;
-    await this.begin();
+  start(): void {
+    for (const [, i] of this.all) i.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.restartTimer);
-    await this.informer.stop();
+    await Promise.all(this.all.map(([, i]) => i.stop()));
   }
 
-  private async begin(): Promise<void> {
-    if (this.stopped) return;
-    await this.informer.start();
-    // ListWatch.start() resolves after a failed list too (having called the error
-    // callbacks); a list that succeeded left its resourceVersion behind.
-    if (!this.syncedOnce && this.informer.latestResourceVersion() !== "") {
-      this.syncedOnce = true;
-      for (const w of this.syncWaiters.splice(0)) w();
-    }
+  /** Every informer has had its first list. */
+  get synced(): boolean {
+    return this.all.every(([, i]) => i.hasSynced);
   }
 
-  private onError(err: unknown): void {
-    if (this.stopped) return; // stop() aborts the watch, which reports the abort
-    const maxBackoff = this.o.maxBackoffMs ?? 30_000;
-    // A failure long after the last one starts a new backoff.
-    if (Date.now() - this.lastFailureAt > 2 * maxBackoff) this.failures = 0;
-    this.lastFailureAt = Date.now();
-    this.failures++;
-    this.o.onError?.(err);
-    const delay = Math.min(maxBackoff, (this.o.backoffMs ?? 500) * 2 ** (this.failures - 1));
-    this.o.logger?.warn(
-      { informer: this.o.name, err: describe(err), retryInMs: delay },
-      `${this.o.name} watch failed; restarting`,
-    );
-    clearTimeout(this.restartTimer);
-    this.restartTimer = setTimeout(() => {
-      this.begin().catch((e: unknown) => this.onError(e));
-    }, delay);
+  whenSynced(): Promise<void> {
+    return Promise.all(this.all.map(([, i]) => i.whenSynced())).then(() => {});
+  }
+
+  /** The informers without a first list yet, by name. */
+  notListed(): string[] {
+    return this.all.filter(([, i]) => !i.hasSynced).map(([name]) => name);
+  }
+
+  private informer<T extends KubernetesObject>(
+    name: string,
+    path: string,
+    list: () => Promise<ListAnswer<T>>,
+    handlers: ListWatchHandlers<T>,
+  ): ListWatch<T> {
+    return new ListWatch<T>({
+      path,
+      list,
+      watch: new Watch(this.o.kubeConfig),
+      backoff: this.o.backoff ?? DEFAULT_BACKOFF,
+      handlers: {
+        ...handlers,
+        error: (err, retryInMs) => {
+          this.o.onError(name, err);
+          this.o.logger.warn(
+            { informer: name, err: describe(err), retryInMs },
+            `${name} watch failed; restarting`,
+          );
+        },
+      },
+    });
+  }
+
+  private nodeHandlers(): ListWatchHandlers<V1Node> {
+    const changed = (n: V1Node) => {
+      this.o.feed(`Node/${nameOf(n)}`, () => this.o.mapper.upsertNode(n as Node));
+      this.o.nodeEvent(nameOf(n), false);
+    };
+    return {
+      add: changed,
+      update: changed,
+      delete: (n) => {
+        this.o.feed(`Node/${nameOf(n)}`, () => this.o.mapper.deleteNode(nameOf(n)));
+        this.o.nodeEvent(nameOf(n), true);
+      },
+    };
+  }
+
+  /** Add and update are one upsert, under "Kind/namespace/name". */
+  private namespaced<T extends KubernetesObject>(
+    kind: string,
+    upsert: (obj: T) => ResourceChanges,
+    remove: (namespace: string, name: string) => ResourceChanges,
+  ): ListWatchHandlers<T> {
+    const key = (obj: T) => `${kind}/${nsOf(obj)}/${nameOf(obj)}`;
+    const upserted = (obj: T) => this.o.feed(key(obj), () => upsert(obj));
+    return {
+      add: upserted,
+      update: upserted,
+      delete: (obj) => this.o.feed(key(obj), () => remove(nsOf(obj), nameOf(obj))),
+    };
   }
 }
