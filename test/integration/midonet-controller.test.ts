@@ -490,6 +490,27 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     expect(sim.calls.filter((x) => x.method === "POST" && x.status === 409)).to.deep.equal([]);
   });
 
+  it("the informers relist after their history is compacted (410): a pod deleted while no watch was open loses its port", async () => {
+    populate();
+    const a = await start("a");
+    await convergedTopology();
+    const cfg = mapCluster({}, { tenant: TENANT }).config;
+    const port2 = podPortId(cfg, "default", "web-2");
+    expect(keysHeld().has(port2)).to.equal(true);
+    const podLists = () =>
+      kube.requests.filter((r) => r.path === "/api/v1/pods" && !r.watch).length;
+    expect(podLists()).to.equal(1);
+    // Every watch ends; before any is back, web-2 and its endpoint go and the history is compacted.
+    kube.endWatches();
+    kube.remove("pods", "default", "web-2");
+    kube.put("endpointslices", slice([0, 1]) as unknown as KubeObject);
+    kube.compact();
+    await convergedTopology();
+    expect(keysHeld().has(port2)).to.equal(false);
+    expect(podLists(), "the pods were listed again").to.equal(2);
+    expect(a.status().synced).to.equal(true);
+  });
+
   it("the informers survive API errors: a watch answered 500 is restarted and the events after it are mapped", async () => {
     populate();
     const a = await start("a");
