@@ -28,6 +28,7 @@ import {
   type Pod,
   type Service,
 } from "../src/midonet/mapping/index.js";
+import { ANNOTATION_HOST_ID, ANNOTATION_MAC_ADDRESS } from "../src/midonet/node-contract.js";
 
 const NODES = 5_000;
 const PODS_PER_NODE = 30;
@@ -62,8 +63,8 @@ function makeNodes(): Node[] {
       metadata: {
         name,
         annotations: {
-          "midonet.org/host-id": uuid5(HOST_SPACE, name),
-          "midonet.org/mac-address": mac(0xaa, i),
+          [ANNOTATION_HOST_ID]: uuid5(HOST_SPACE, name),
+          [ANNOTATION_MAC_ADDRESS]: mac(0xaa, i),
         },
       },
       spec: { podCIDR: `10.${i >> 8}.${i & 0xff}.0/24` },
@@ -84,7 +85,7 @@ function makePod(i: number, j: number, extra = ""): Pod {
     metadata: {
       namespace: `ns-${i % 50}`,
       name: `pod-${i}-${j}${extra}`,
-      annotations: { "midonet.org/mac-address": mac(0xbb, i * PODS_PER_NODE + j) },
+      annotations: { [ANNOTATION_MAC_ADDRESS]: mac(0xbb, i * PODS_PER_NODE + j) },
     },
     spec: { nodeName: nodeName(i) },
     status: { phase: "Running", podIP: podIp(i, j), podIPs: [{ ip: podIp(i, j) }] },
@@ -208,10 +209,7 @@ function main(): void {
         break;
       case 1: // an existing pod's MAC annotation changes
         pod = makePod(i, j);
-        (pod.metadata.annotations as Record<string, string>)["midonet.org/mac-address"] = mac(
-          0xcc,
-          e,
-        );
+        (pod.metadata.annotations as Record<string, string>)[ANNOTATION_MAC_ADDRESS] = mac(0xcc, e);
         mapper.upsertPod(pod);
         break;
       case 2: // a pod finishes

@@ -14,6 +14,7 @@ import { compareHeld } from "../../src/midonet/actual-state.js";
 import type { DesiredState } from "../../src/midonet/mapping/desired-state.js";
 import type { EndpointSlice, Node, Pod, Service } from "../../src/midonet/mapping/k8s.js";
 import { type DesiredResource, resourceKey } from "../../src/midonet/mapping/model.js";
+import { ANNOTATION_HOST_ID, ANNOTATION_MAC_ADDRESS } from "../../src/midonet/node-contract.js";
 import type { MidonetObject } from "../../src/midonet/resources.js";
 import type { CallRecord, SimulatorSnapshot } from "./midonet-simulator.js";
 
@@ -38,7 +39,7 @@ export function node(name: string, index: number, annotations: Record<string, st
 /** node1..3; with `hostIds` each carries its MidoNet host id annotation. */
 export function nodes(hostIds = true): Node[] {
   return NODE_NAMES.map((name, i) =>
-    node(name, i + 1, hostIds ? { "midonet.org/host-id": HOSTS[name] as string } : {}),
+    node(name, i + 1, hostIds ? { [ANNOTATION_HOST_ID]: HOSTS[name] as string } : {}),
   );
 }
 
@@ -49,7 +50,7 @@ export function pod(i: number): Pod {
     metadata: {
       namespace: "default",
       name: `web-${i}`,
-      annotations: { "midonet.org/mac-address": podMac(i) },
+      annotations: { [ANNOTATION_MAC_ADDRESS]: podMac(i) },
       labels: { app: "web" },
     },
     spec: { nodeName: `node${n}` },

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mapCluster } from "../../src/midonet/mapping/cluster.js";
 import type { DesiredState } from "../../src/midonet/mapping/desired-state.js";
 import type { EndpointSlice, Node, Pod, Service } from "../../src/midonet/mapping/k8s.js";
+import { ANNOTATION_HOST_ID } from "../../src/midonet/node-contract.js";
 import { driverCommand, REPO_ROOT } from "./driver-harness.js";
 import type { FakeKubeApiServer, KubeObject } from "./fake-kube-apiserver.js";
 import { nodes, pod, service, slice, TENANT } from "./midonet-cluster.js";
@@ -40,7 +41,7 @@ export function desiredOf(kube: FakeKubeApiServer): DesiredState {
 
 /** True once every node carries its MidoNet host id annotation. */
 export function nodesAnnotated(kube: FakeKubeApiServer): boolean {
-  return kube.list("nodes").every((n) => n.metadata?.annotations?.["midonet.org/host-id"]);
+  return kube.list("nodes").every((n) => n.metadata?.annotations?.[ANNOTATION_HOST_ID]);
 }
 
 export interface ControllerProcessOptions {
