@@ -34,7 +34,9 @@ describe("list-watch (src/common) against the fake API server", () => {
   }
 
   /** A list-watch on Nodes logging each event as "add x", "update x", "delete x". */
-  function follow() {
+  function follow(
+    tuning: { list?: () => Promise<{ items: V1Node[] }>; startTimeoutMs?: number } = {},
+  ) {
     const log: string[] = [];
     const errors: { status: unknown; retryInMs: number }[] = [];
     let syncs = 0;
@@ -42,8 +44,9 @@ describe("list-watch (src/common) against the fake API server", () => {
     const short = (n: V1Node) => (n.metadata?.name ?? "").slice(PREFIX.length + 1);
     const lw = new ListWatch<V1Node>({
       path: "/api/v1/nodes",
-      list: () => core.listNode(),
+      list: tuning.list ?? (() => core.listNode()),
       watch: new Watch(kc),
+      ...(tuning.startTimeoutMs !== undefined ? { startTimeoutMs: tuning.startTimeoutMs } : {}),
       backoff: { baseMs: 20, maxMs: 1000 },
       random: () => 0.5, // no jitter: the delays are the policy's own
       handlers: {
@@ -147,6 +150,21 @@ describe("list-watch (src/common) against the fake API server", () => {
     expect(errors.map((e) => e.retryInMs)).to.deep.equal([20, 40]);
     await lw.whenSynced();
     expect(lw.hasSynced).to.equal(true);
+    expect(log).to.deep.equal(["add a"]);
+  });
+
+  it("a list that never answers is given up after startTimeoutMs and retried", async () => {
+    await serve();
+    server.put("nodes", node("a"));
+    const core = kc.makeApiClient(CoreV1Api);
+    let calls = 0;
+    const { lw, log, errors } = follow({
+      startTimeoutMs: 100,
+      list: () => (++calls === 1 ? new Promise<never>(() => {}) : core.listNode()),
+    });
+    await lw.whenSynced();
+    expect(calls).to.equal(2);
+    expect(errors).to.deep.equal([{ status: undefined, retryInMs: 20 }]);
     expect(log).to.deep.equal(["add a"]);
   });
 
