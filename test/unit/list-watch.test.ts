@@ -3,7 +3,8 @@
  * through client-node's list call and Watch: list then watch from the list's
  * resourceVersion, a relist after 410 (as an ERROR event and as an HTTP
  * status) that reports what changed meanwhile, restarts with backoff after
- * errors that resume from the last resourceVersion, and stop().
+ * errors that resume from the last resourceVersion, a list that never answers
+ * given up and retried, and stop().
  */
 import { CoreV1Api, KubeConfig, type V1Node, Watch } from "@kubernetes/client-node";
 import { expect } from "chai";
