@@ -13,6 +13,7 @@ import { availableParallelism, cpus, release, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
+import { execaSync } from "execa";
 import { runProcess, spawnBackend } from "../src/driver/chain/plugin-process.js";
 import type { PodRequest } from "../src/wire/types.js";
 import { DriverHarness } from "../test/support/driver-harness.js";
@@ -321,14 +322,18 @@ export function peakRssKiB(
     return { why: `${GNU_TIME} missing (Debian package time)`, stdout: "" };
   const out = join(mkdtempSync(join(tmpdir(), "cni-driver-bench-rss-")), "maxrss");
   try {
-    const r = spawnSync(GNU_TIME, ["-f", "%M", "-o", out, file], {
+    const r = execaSync(GNU_TIME, ["-f", "%M", "-o", out, file], {
       env,
+      extendEnv: false,
       input: stdin,
-      encoding: "utf8",
       timeout: CALL_TIMEOUT_MS,
+      stripFinalNewline: false,
+      reject: false,
     });
-    if (r.status !== 0)
-      return { why: `exit ${r.status}: ${r.stdout}${r.stderr}`, stdout: r.stdout };
+    if (r.exitCode !== 0) {
+      const status = r.exitCode ?? (r.timedOut ? "timed out" : r.signal);
+      return { why: `exit ${status}: ${r.stdout}${r.stderr}`, stdout: r.stdout };
+    }
     const kib = Number(readFileSync(out, "utf8").trim().split("\n").pop());
     return Number.isFinite(kib)
       ? { kib, stdout: r.stdout }

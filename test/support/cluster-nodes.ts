@@ -15,7 +15,7 @@ import { rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
 import { type DriverHarness, expectNoCniError } from "./driver-harness.js";
-import { createNetns, deleteNetns, listNetns, uniqueTag } from "./netns.js";
+import { createNetns, deleteNetns, execInNetns, listNetns, uniqueTag } from "./netns.js";
 import { startNetnsScript } from "./pod-server.js";
 
 export const UNDERLAY_PREFIX = 24;
@@ -34,13 +34,8 @@ function ip(...args: string[]): void {
   execFileSync("ip", args, { stdio: ["ignore", "ignore", "pipe"] });
 }
 
-export function inNs(ns: string, cmd: string[], timeoutMs = 10_000) {
-  const r = spawnSync("ip", ["netns", "exec", ns, ...cmd], {
-    encoding: "utf8",
-    timeout: timeoutMs,
-  });
-  return { status: r.status ?? -1, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
-}
+/** A command in the node's netns: its status and output (see execInNetns). */
+export const inNs = execInNetns;
 
 export interface TestNode {
   name: string;

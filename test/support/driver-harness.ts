@@ -11,6 +11,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
+import { execaSync } from "execa";
 import { DriverClient } from "../../src/driver/rpc/client.js";
 import { hostVethName, podVethKey } from "../../src/midonet/host-veth-name.js";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
@@ -59,14 +60,16 @@ export function runDriverCli(
   opts: { nodeBinary?: string; timeoutMs?: number } = {},
 ): { status: number | null; stdout: string; stderr: string } {
   const c = driverCommand(args, opts.nodeBinary);
-  const r = spawnSync(c.node, c.args, {
+  const r = execaSync(c.node, c.args, {
     cwd: REPO_ROOT,
     env: c.env,
-    encoding: "utf8",
+    extendEnv: false,
     timeout: opts.timeoutMs ?? 30_000,
     killSignal: "SIGKILL",
+    stripFinalNewline: false,
+    reject: false,
   });
-  return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
+  return { status: r.exitCode ?? null, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** How the driver runs host-local: `--host-local`. */

@@ -1,6 +1,7 @@
 /** Test network namespaces: unique names, created with iproute2, always removed. */
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { execaSync } from "execa";
 
 /** A short random tag for names that must not collide with other runs on the machine. */
 export function uniqueTag(bytes = 3): string {
@@ -43,17 +44,26 @@ export function listNetns(prefix: string): string[] {
     .filter((n) => n.startsWith(prefix));
 }
 
-/** Runs a command inside the netns; returns its exit status and output. */
-export function execIn(
-  ns: TestNetns,
-  cmd: string[],
-  timeoutMs = 10_000,
-): { status: number; stdout: string; stderr: string } {
-  const r = spawnSync("ip", ["netns", "exec", ns.name, ...cmd], {
-    encoding: "utf8",
+export interface NetnsCommandResult {
+  /** -1 when it did not exit by itself (killed after the timeout, or not started). */
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command inside the named netns (`ip netns exec`), killed after `timeoutMs`; never throws. */
+export function execInNetns(name: string, cmd: string[], timeoutMs = 10_000): NetnsCommandResult {
+  const r = execaSync("ip", ["netns", "exec", name, ...cmd], {
     timeout: timeoutMs,
+    stripFinalNewline: false,
+    reject: false,
   });
-  return { status: r.status ?? -1, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
+  return { status: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Runs a command inside the netns; returns its exit status and output. */
+export function execIn(ns: TestNetns, cmd: string[], timeoutMs = 10_000): NetnsCommandResult {
+  return execInNetns(ns.name, cmd, timeoutMs);
 }
 
 /** Links in the host netns whose name starts with `prefix`. */

@@ -14,7 +14,7 @@
  *
  * The image both run is a busybox rootfs made from Debian's static busybox.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
   copyFileSync,
@@ -30,6 +30,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { execaSync } from "execa";
 import { REPO_ROOT, sleep } from "./driver-harness.js";
 import { uniqueTag } from "./netns.js";
 
@@ -74,21 +75,25 @@ export function runCommand(
   args: string[],
   opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {},
 ): CommandResult {
-  const r = spawnSync(command, args, {
-    encoding: "utf8",
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const r = execaSync(command, args, {
+    // Exactly this env: runtimeEnv() drops variables that must not reach the child.
     env: opts.env ?? runtimeEnv(),
-    cwd: opts.cwd,
-    timeout: opts.timeoutMs ?? 30_000,
+    extendEnv: false,
+    ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
+    timeout: timeoutMs,
     killSignal: "SIGKILL",
-    stdio: ["ignore", "pipe", "pipe"],
+    stdin: "ignore",
     maxBuffer: 16 * 1024 * 1024,
+    stripFinalNewline: false,
+    reject: false,
   });
-  const timedOut = r.error && (r.error as NodeJS.ErrnoException).code === "ETIMEDOUT";
-  return {
-    status: r.status ?? -1,
-    stdout: r.stdout ?? "",
-    stderr: `${r.stderr ?? ""}${timedOut ? `\n(killed after ${opts.timeoutMs ?? 30_000} ms)` : r.error ? `\n${r.error.message}` : ""}`,
-  };
+  const why = r.timedOut
+    ? `\n(killed after ${timeoutMs} ms)`
+    : r.cause instanceof Error
+      ? `\n${r.cause.message}`
+      : "";
+  return { status: r.exitCode ?? -1, stdout: r.stdout, stderr: `${r.stderr}${why}` };
 }
 
 /** The command's stdout when it exits 0; otherwise an error naming it, with its stderr. */

@@ -1,6 +1,6 @@
 /** Execs a built shim binary as a runtime does: exactly the given env, the config on stdin. */
-import { spawn } from "node:child_process";
 import { performance } from "node:perf_hooks";
+import { execa } from "execa";
 
 export interface ShimRun {
   status: number | null;
@@ -19,45 +19,39 @@ export interface ExecShimOptions {
   gid?: number;
 }
 
-/** Runs `shimPath` with exactly `env` and `stdin`; killed after `timeoutMs`. */
-export function execShim(
+/** Runs `shimPath` with exactly `env` and `stdin`; killed after `timeoutMs`. Status null: killed. */
+export async function execShim(
   shimPath: string,
   env: Record<string, string>,
   stdin: string | Buffer,
   timeoutMs = 20_000,
   opts: ExecShimOptions = {},
 ): Promise<ShimRun> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const child = spawn(shimPath, [], {
-      env,
-      stdio: ["pipe", "pipe", "pipe"],
-      ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
-      ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => {
-      stdout += c;
-    });
-    child.stderr.setEncoding("utf8").on("data", (c: string) => {
-      stderr += c;
-    });
-    // A shim that stops reading early (oversized stdin) closes the pipe: not our error.
-    child.stdin.on("error", () => {});
-    child.stdin.end(stdin);
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    opts.killWhen?.then(() => child.kill("SIGKILL"));
-    child.on("error", reject);
-    child.on("close", (status) => {
-      clearTimeout(timer);
-      let json: Record<string, unknown> | undefined;
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        json = undefined;
-      }
-      resolve({ status, stdout, stderr, ms: performance.now() - started, json });
-    });
+  const started = performance.now();
+  const cancel = new AbortController();
+  opts.killWhen?.then(() => cancel.abort());
+  const r = await execa(shimPath, [], {
+    env,
+    extendEnv: false,
+    input: stdin,
+    timeout: timeoutMs,
+    cancelSignal: cancel.signal,
+    killSignal: "SIGKILL",
+    forceKillAfterDelay: false,
+    stripFinalNewline: false,
+    reject: false,
+    ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
+    ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
   });
+  // Only a shim that could not be started at all is the harness's error; a shim
+  // that stops reading early (oversized stdin) and closes the pipe is not.
+  if (r.exitCode === undefined && r.signal === undefined) throw r;
+  let json: Record<string, unknown> | undefined;
+  try {
+    json = JSON.parse(r.stdout) as Record<string, unknown>;
+  } catch {
+    json = undefined;
+  }
+  const status = r.exitCode ?? null;
+  return { status, stdout: r.stdout, stderr: r.stderr, ms: performance.now() - started, json };
 }
