@@ -16,6 +16,7 @@ import { CniError, ErrorCode } from "../../src/cni/errors.js";
 import { type AttachmentArgs, ChainExecutor } from "../../src/driver/chain/executor.js";
 import type { PluginInvocation } from "../../src/driver/chain/plugin-runner.js";
 import { ResultCache } from "../../src/driver/chain/result-cache.js";
+import { cniRejectionOf } from "../support/cni-error.js";
 
 const NETNS = "/run/netns/unit-exec-x";
 
@@ -89,15 +90,6 @@ class FakeRunner {
   }
 }
 
-async function rejection(p: Promise<unknown>): Promise<CniError> {
-  const err = await p.then(
-    () => expect.fail("expected the call to fail"),
-    (e: unknown) => e,
-  );
-  expect(err).to.be.instanceOf(CniError);
-  return err as CniError;
-}
-
 describe("chain executor through a fake RunPlugin", () => {
   let dir = "";
   let cache: ResultCache;
@@ -169,7 +161,7 @@ describe("chain executor through a fake RunPlugin", () => {
         "ADD ports",
         new CniError(ErrorCode.TryAgainLater, "iptables is locked", "xtables"),
       );
-      const err = await rejection(executor().add(chain("1.0.0"), ATTACHMENT));
+      const err = await cniRejectionOf(executor().add(chain("1.0.0"), ATTACHMENT));
 
       // The failed plugin may have done part of its work: it gets its DEL too; mac never ran.
       expect(fake.steps()).to.deep.equal(["ADD maker", "ADD ports", "DEL ports", "DEL maker"]);
@@ -190,7 +182,7 @@ describe("chain executor through a fake RunPlugin", () => {
     it("undoes below 0.4.0 without a prevResult, and names a failed undo in the details, keeping the cause's code", async () => {
       fake.fail.set("ADD mac", new CniError(ErrorCode.InvalidNetworkConfig, "bad mac"));
       fake.fail.set("DEL ports", new CniError(ErrorCode.IOFailure, "cannot read rules"));
-      const err = await rejection(executor().add(chain("0.3.1"), ATTACHMENT));
+      const err = await cniRejectionOf(executor().add(chain("0.3.1"), ATTACHMENT));
 
       // One undo failing does not stop the others.
       expect(fake.steps()).to.deep.equal([
@@ -218,7 +210,7 @@ describe("chain executor through a fake RunPlugin", () => {
         const out = await fake.run(inv);
         return inv.type === "ports" ? undefined : out;
       };
-      const err = await rejection(new ChainExecutor(cache, silent).add(list, ATTACHMENT));
+      const err = await cniRejectionOf(new ChainExecutor(cache, silent).add(list, ATTACHMENT));
       expect(err.code).to.equal(ErrorCode.DecodingFailure);
       expect(err.message).to.equal(
         'plugin type="ports" (#2 of network "unit-exec") printed no result on ADD',
@@ -238,7 +230,7 @@ describe("chain executor through a fake RunPlugin", () => {
     it("refuses the same container and interface in another netns until its DEL (code 999)", async () => {
       await executor().add(chain("1.0.0"), ATTACHMENT);
       fake.calls.length = 0;
-      const err = await rejection(
+      const err = await cniRejectionOf(
         executor().add(chain("1.0.0"), { ...ATTACHMENT, netns: "/run/netns/unit-exec-y" }),
       );
       expect(err.code).to.equal(ErrorCode.Internal);
@@ -312,7 +304,7 @@ describe("chain executor through a fake RunPlugin", () => {
       await executor().add(list, ATTACHMENT);
       fake.calls.length = 0;
       fake.fail.set("DEL ports", new CniError(ErrorCode.IOFailure, "busy"));
-      const err = await rejection(executor().del(list, list.name, ATTACHMENT));
+      const err = await cniRejectionOf(executor().del(list, list.name, ATTACHMENT));
 
       expect(fake.steps()).to.deep.equal(["DEL mac", "DEL ports"]);
       expect(err.code).to.equal(ErrorCode.IOFailure);
@@ -335,7 +327,7 @@ describe("chain executor through a fake RunPlugin", () => {
     });
 
     it("fails with code 3 naming the attachment when nothing is cached, asking no plugin", async () => {
-      const err = await rejection(executor().check(chain("1.0.0"), ATTACHMENT));
+      const err = await cniRejectionOf(executor().check(chain("1.0.0"), ATTACHMENT));
       expect(err.code).to.equal(ErrorCode.UnknownContainer);
       expect(err.message).to.equal(
         'could not retrieve cached result for network "unit-exec", container unit-exec-c1, interface eth0',
@@ -348,7 +340,7 @@ describe("chain executor through a fake RunPlugin", () => {
       await executor().add(list, ATTACHMENT);
       fake.calls.length = 0;
       fake.fail.set("CHECK maker", new CniError(101, "address 10.1.0.5/24 is missing"));
-      const err = await rejection(executor().check(list, ATTACHMENT));
+      const err = await cniRejectionOf(executor().check(list, ATTACHMENT));
       expect(err.code).to.equal(101);
       expect(err.message).to.equal(
         'plugin type="maker" (#1 of network "unit-exec") failed (check): address 10.1.0.5/24 is missing',
@@ -366,7 +358,7 @@ describe("chain executor through a fake RunPlugin", () => {
       const list = chain("0.3.1");
       await executor().add(list, ATTACHMENT);
       fake.calls.length = 0;
-      const err = await rejection(executor().check(list, ATTACHMENT));
+      const err = await cniRejectionOf(executor().check(list, ATTACHMENT));
       expect(err.code).to.equal(ErrorCode.IncompatibleVersion);
       expect(err.message).to.equal(
         'configuration version "0.3.1" does not support the CHECK command',
@@ -394,7 +386,7 @@ describe("chain executor through a fake RunPlugin", () => {
 
     it("STATUS stops at the first plugin that fails, passing its code on", async () => {
       fake.fail.set("STATUS ports", new CniError(ErrorCode.PluginNotAvailable, "no leases left"));
-      const err = await rejection(executor().status(chain("1.1.0")));
+      const err = await cniRejectionOf(executor().status(chain("1.1.0")));
       expect(err.code).to.equal(ErrorCode.PluginNotAvailable);
       expect(err.message).to.equal("no leases left");
       expect(fake.steps()).to.deep.equal(["STATUS maker", "STATUS ports"]);
