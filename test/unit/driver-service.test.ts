@@ -12,12 +12,21 @@ import { type NetworkConfigList, parseNetworkConfigList } from "../../src/cni/co
 import { CniError, ErrorCode } from "../../src/cni/errors.js";
 import type { AnyResult } from "../../src/cni/types.js";
 import type { CniVersion } from "../../src/cni/versions.js";
-import type { AttachmentArgs, ValidAttachment } from "../../src/driver/chain/executor.js";
+import type {
+  AttachmentArgs,
+  RemovedAttachment,
+  ValidAttachment,
+} from "../../src/driver/chain/executor.js";
 import { AttachmentLocks } from "../../src/driver/chain/locks.js";
 import type { ConfigError } from "../../src/driver/config/config-source.js";
 import type { DriverConfig } from "../../src/driver/config/network-config.js";
 import { HostNetnsGuard, type ProtectedNetns } from "../../src/driver/rpc/host-netns-guard.js";
-import { AttachmentIndex, DriverService, type ServiceDeps } from "../../src/driver/rpc/service.js";
+import {
+  AttachmentIndex,
+  DriverService,
+  type PodNetworkObserver,
+  type ServiceDeps,
+} from "../../src/driver/rpc/service.js";
 import { API_VERSION, NOT_READY_DETAILS, type PodRequest } from "../../src/wire/types.js";
 
 const NETNS = "/run/netns/unit-svc-pod";
@@ -80,7 +89,10 @@ class FakeExecutor {
   /** Settles the ADD in flight when set (by hold()). */
   private release: (() => void) | undefined;
   private held: Promise<void> | undefined;
+  /** Thrown by ADD (once it ends) or STATUS. */
   failWith: CniError | undefined;
+  /** What GC answers it removed. */
+  gcRemoved: RemovedAttachment[] = [];
 
   /** The next ADD waits until the returned function is called. */
   hold(): () => void {
@@ -112,11 +124,14 @@ class FakeExecutor {
 
   async gc(list: NetworkConfigList, _valid: readonly ValidAttachment[]) {
     this.calls.push({ verb: "GC", network: list.name });
-    return { removed: 0, removedAttachments: [], errors: [] };
+    this.events.push("GC");
+    const removedAttachments = this.gcRemoved.splice(0);
+    return { removed: removedAttachments.length, removedAttachments, errors: [] };
   }
 
   async status(list: NetworkConfigList) {
     this.calls.push({ verb: "STATUS", network: list.name });
+    if (this.failWith) throw this.failWith;
   }
 }
 
@@ -140,6 +155,8 @@ describe("DriverService through fakes", () => {
   let attachments: AttachmentIndex;
   let recorded: Array<{ verb: string; outcome: string; code?: number }>;
   let service: DriverService;
+  /** What the pod observer heard, in order. */
+  let heard: string[];
 
   beforeEach(() => {
     config = driverConfig("unit-net", "unit-other");
@@ -148,6 +165,14 @@ describe("DriverService through fakes", () => {
     executor = new FakeExecutor();
     attachments = new AttachmentIndex();
     recorded = [];
+    heard = [];
+    const observer: PodNetworkObserver = {
+      attached: (a, result) =>
+        heard.push(`attached ${a.pod.namespace}/${a.pod.name} ${a.network} ${result.cniVersion}`),
+      detached: (a) => heard.push(`detached ${a.pod.namespace}/${a.pod.name} ${a.network}`),
+      setUpFailed: (a, step, e) =>
+        heard.push(`failed ${a.pod.namespace}/${a.pod.name} ${a.network} at ${step}: ${e.code}`),
+    };
     const deps: ServiceDeps = {
       config: { current: () => config, lastError: () => configError },
       executor,
@@ -160,6 +185,7 @@ describe("DriverService through fakes", () => {
       notReadyReasons: () => notReady,
       attachments,
       hostNetns: new FakeHostNetnsGuard([]),
+      podObserver: observer,
     };
     service = new DriverService(deps);
   });
@@ -346,6 +372,129 @@ describe("DriverService through fakes", () => {
       const res = await service.tearDownPod(podRequest({ netns: FAKE_HOST_NETNS }));
       expect(res.error).to.equal(null);
       expect(executor.calls.map((c) => [c.verb, c.att?.netns])).to.deep.equal([["DEL", ""]]);
+    });
+  });
+
+  describe("the pod observer", () => {
+    it("hears of a pod set up only after the answer is given", async () => {
+      const res = await service.setUpPod(podRequest({ network: "unit-other" }));
+      expect(res.error).to.equal(null);
+      expect(heard).to.deep.equal([]);
+      await settle();
+      expect(heard).to.deep.equal(["attached unit-svc/p unit-other 1.0.0"]);
+    });
+
+    it("hears where an ADD failed, with the code the caller got", async () => {
+      executor.failWith = new CniError(ErrorCode.IOFailure, "disk full");
+      await service.setUpPod(podRequest());
+      notReady = ["shutting down"];
+      await service.setUpPod(podRequest());
+      await settle();
+      expect(heard).to.deep.equal([
+        "failed unit-svc/p unit-net at running the plugin chain: 5",
+        "failed unit-svc/p unit-net at waiting for the driver to be ready: 11",
+      ]);
+    });
+
+    it("hears of a pod torn down, on the network the DEL went to", async () => {
+      await service.setUpPod(podRequest({ network: "unit-other" }));
+      await service.tearDownPod(podRequest());
+      await settle();
+      expect(heard).to.deep.equal([
+        "attached unit-svc/p unit-other 1.0.0",
+        "detached unit-svc/p unit-other",
+      ]);
+    });
+  });
+
+  it("sends a CHECK that names no network to the attachment's own", async () => {
+    await service.setUpPod(podRequest({ network: "unit-other" }));
+    const res = await service.checkPod(podRequest());
+    expect(res.error).to.equal(null);
+    expect(executor.calls.map((c) => [c.verb, c.network])).to.deep.equal([
+      ["ADD", "unit-other"],
+      ["CHECK", "unit-other"],
+    ]);
+  });
+
+  describe("STATUS", () => {
+    const status = (network = "") =>
+      service.cniStatus({ api_version: API_VERSION, network, cni_version: "" });
+
+    it("answers 50 with the reasons when not ready, asking no plugin", async () => {
+      notReady = ["no valid network configuration loaded"];
+      const res = await status();
+      expect(res.ready).to.equal(false);
+      expect(res.not_ready_reasons).to.deep.equal(["no valid network configuration loaded"]);
+      expect(res.error?.code).to.equal(ErrorCode.PluginNotAvailable);
+      expect(res.error?.msg).to.equal(
+        "cni-driver cannot serve ADD: no valid network configuration loaded",
+      );
+      expect(executor.calls).to.deep.equal([]);
+    });
+
+    it("passes a plugin's own 51 on, and makes any other failure 50", async () => {
+      executor.failWith = new CniError(
+        ErrorCode.PluginNotAvailableLimitedConnectivity,
+        "uplink down",
+      );
+      const limited = await status("unit-other");
+      expect(limited.error?.code).to.equal(ErrorCode.PluginNotAvailableLimitedConnectivity);
+      expect(limited.error?.msg).to.equal("uplink down");
+
+      executor.failWith = new CniError(ErrorCode.IOFailure, "cannot read leases");
+      const other = await status();
+      expect(other.error?.code).to.equal(ErrorCode.PluginNotAvailable);
+      expect(other.error?.msg).to.equal("cannot read leases");
+      expect(executor.calls.map((c) => [c.verb, c.network])).to.deep.equal([
+        ["STATUS", "unit-other"],
+        ["STATUS", "unit-net"],
+      ]);
+    });
+
+    it("is ready, with the config, when the default network's plugins answer", async () => {
+      const res = await status();
+      expect(res.error).to.equal(null);
+      expect(res.ready).to.equal(true);
+      expect(res.config?.networks).to.deep.equal(["unit-net", "unit-other"]);
+      expect(res.config?.default_network).to.equal("unit-net");
+    });
+  });
+
+  describe("GC", () => {
+    it("waits for the ADD in flight, then drops what it removed from the index and tells the observer", async () => {
+      const release = executor.hold();
+      const adding = service.setUpPod(podRequest());
+      await settle();
+      executor.gcRemoved = [
+        {
+          containerId: "unit-svc-c1",
+          ifName: "eth0",
+          cniArgs: [
+            ["K8S_POD_NAMESPACE", "unit-svc"],
+            ["K8S_POD_NAME", "p"],
+          ],
+        },
+      ];
+      const collecting = service.garbageCollect({
+        api_version: API_VERSION,
+        networks: [{ network: "unit-net", valid_attachments: [] }],
+        cni_version: "",
+      });
+      await settle();
+      await settle();
+      expect(executor.events).to.deep.equal(["ADD start"]);
+      release();
+      await adding;
+      const res = await collecting;
+      expect(executor.events).to.deep.equal(["ADD start", "ADD end", "GC"]);
+      expect(res).to.deep.equal({ error: null, errors: [], removed_attachments: 1 });
+      expect(attachments.size).to.equal(0);
+      await settle();
+      expect(heard).to.deep.equal([
+        "attached unit-svc/p unit-net 1.0.0",
+        "detached unit-svc/p unit-net",
+      ]);
     });
   });
 });
