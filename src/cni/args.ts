@@ -24,7 +24,6 @@ export const RUNTIME_ARG_KEYS = [
   "IP",
   "MAC",
 ] as const;
-export type RuntimeArgKey = (typeof RUNTIME_ARG_KEYS)[number];
 
 /** Present in every args struct in Go (types.CommonArgs), so always a known key. */
 const IGNORE_UNKNOWN = "IgnoreUnknown";

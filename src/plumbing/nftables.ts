@@ -80,12 +80,3 @@ export async function deleteNftTable(family: NftFamily, name: string): Promise<v
     throw err;
   }
 }
-
-/** Whether the table exists (`nft list table`). */
-export async function nftTableExists(family: NftFamily, name: string): Promise<boolean> {
-  checkName(name);
-  const res = await run(NFT_BIN, ["list", "table", family, name], "", 10_000).catch(
-    () => undefined,
-  );
-  return res?.code === 0;
-}

@@ -8,8 +8,6 @@
 /** The API version this build speaks (ApiVersion.API_VERSION_V1). */
 export const API_VERSION = 1;
 
-export const SERVICE_PATH = "/cnidriver.v1.CNIDriver";
-
 /** The `details` of the driver's "not ready" answer (code 11, `not_ready` set), for people. */
 export const NOT_READY_DETAILS = "cni-driver not ready";
 
