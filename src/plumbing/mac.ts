@@ -1,17 +1,6 @@
-/**
- * MAC addresses in the form CNI results and Kubernetes annotations use:
- * lowercase, colon-separated. Pure (no I/O), so the MidoNet mapping shares it.
- */
+/** The MACs the plumbing gives links: a bridge's, derived from its name; a pod's, random. */
 import { createHash, randomBytes } from "node:crypto";
-
-const MAC =
-  /^([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})[:-]([0-9a-f]{2})$/i;
-
-/** "AA-BB-…" or "aa:bb:…" → "aa:bb:…"; undefined when the text is not a 48-bit MAC. */
-export function normalizeMac(text: string): string | undefined {
-  const m = MAC.exec(text.trim());
-  return m ? m.slice(1).join(":").toLowerCase() : undefined;
-}
+import { formatMac } from "../cni/mac.js";
 
 /**
  * Whether a host link is the pod's host end the cache recorded, and so may be
@@ -25,10 +14,6 @@ export function hostMacStillMatches(
   current: string | undefined,
 ): boolean {
   return !!recorded && !!current && recorded.toLowerCase() === current.toLowerCase();
-}
-
-export function formatMac(bytes: Uint8Array): string {
-  return Array.from(bytes, (x) => x.toString(16).padStart(2, "0")).join(":");
 }
 
 /**

@@ -9,8 +9,8 @@
  * the changes whichever plumbing backend serves pods.
  */
 import { readFile, writeFile } from "node:fs/promises";
+import { normalizeMac } from "../cni/mac.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
-import { normalizeMac } from "./mac.js";
 import { type LinkInfo, showLink } from "./pod-interface.js";
 
 export const IPV4_FORWARD_SYSCTL = "/proc/sys/net/ipv4/ip_forward";

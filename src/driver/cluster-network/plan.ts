@@ -16,8 +16,8 @@
  */
 import { createHash } from "node:crypto";
 import { cidrContains, cidrNetwork, formatIp, parseCidr, parseIp } from "../../cni/ip.js";
+import { formatMac } from "../../cni/mac.js";
 import type { PeerRoute } from "../../plumbing/cluster-routes.js";
-import { formatMac } from "../../plumbing/mac.js";
 import type { FdbEntry, NeighbourEntry } from "../../plumbing/vxlan.js";
 import type { ClusterNode } from "./nodes.js";
 import { type ClusterNetworkSettings, VXLAN_DEVICE } from "./settings.js";

@@ -27,7 +27,7 @@
  */
 
 import { formatIp, parseIp } from "../../cni/ip.js";
-import { normalizeMac } from "../../plumbing/mac.js";
+import { normalizeMac } from "../../cni/mac.js";
 import { idForKey, isUuid, macForKey, subId } from "../ids.js";
 import {
   ANNOTATION_HOST_ID,

@@ -14,7 +14,7 @@
  */
 
 import { formatIp, parseIp } from "../../cni/ip.js";
-import { normalizeMac } from "../../plumbing/mac.js";
+import { normalizeMac } from "../../cni/mac.js";
 import { hostVethName } from "../host-veth-name.js";
 import { idForKey } from "../ids.js";
 import { ANNOTATION_MAC_ADDRESS } from "../node-contract.js";

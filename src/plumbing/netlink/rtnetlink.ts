@@ -9,7 +9,7 @@
  * where it matters to no one but a reader comparing against `strace ip …`.
  */
 import { formatIp, type IpFamily, parseCidr, parseIp } from "../../cni/ip.js";
-import { normalizeMac } from "../mac.js";
+import { normalizeMac } from "../../cni/mac.js";
 
 export const NLMSG_HDRLEN = 16;
 const IFINFOMSG_LEN = 16;

@@ -5,11 +5,12 @@
  */
 import { parseCniArgs, podIdentityFromArgs } from "../../../cni/args.js";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
+import { normalizeMac } from "../../../cni/mac.js";
 import { parseResult, toResult100 } from "../../../cni/result.js";
 import type { Result100 } from "../../../cni/types.js";
 import { hostVethName, podVethKey } from "../../../midonet/host-veth-name.js";
 import { IpCommandError } from "../../../plumbing/ip-batch.js";
-import { normalizeMac, randomMac } from "../../../plumbing/mac.js";
+import { randomMac } from "../../../plumbing/mac.js";
 import type { PluginInvocation } from "../../chain/plugin-runner.js";
 import { DriverErrorCode } from "../error-codes.js";
 
