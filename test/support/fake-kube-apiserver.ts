@@ -27,11 +27,12 @@
  * endWatches() (as the server's watch timeout does), injectFault(), the request
  * log, openWatches(), kubeconfig(), close().
  *
- * Not modelled: server-side apply (415), deletecollection (405), graceful pod
- * deletion (a pod is gone at once, as with gracePeriodSeconds=0), namespace
- * finalization (a namespace is deleted at once, without its objects), defaulting
- * beyond pod/service/namespace status and a Service's clusterIP, validation
- * beyond names, namespaces and MicroTime.
+ * Not modelled: discovery (/api, /apis), /version and the health endpoints
+ * (404: the product never asks), server-side apply (415), deletecollection
+ * (405), graceful pod deletion (a pod is gone at once, as with
+ * gracePeriodSeconds=0), namespace finalization (a namespace is deleted at once,
+ * without its objects), defaulting beyond pod/service/namespace status and a
+ * Service's clusterIP, validation beyond names, namespaces and MicroTime.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -88,8 +89,6 @@ export interface FakeKubeApiServerOptions {
   expiredWatchAs?: "event" | "status";
   /** Namespaces that exist from the start (default: default, kube-system, kube-public, kube-node-lease). */
   namespaces?: string[];
-  /** What /version answers (default 1.31.0). */
-  version?: { major: string; minor: string; gitVersion: string };
 }
 
 export interface RequestRecord {
@@ -168,8 +167,6 @@ interface ResourceDef {
   version: string;
   resource: string;
   kind: string;
-  singular: string;
-  shortNames: string[];
   namespaced: boolean;
   storage: FakeResource;
   /** Has /status: the main endpoint keeps the stored status, /status changes only status. */
@@ -234,8 +231,6 @@ function coreDef(
     version: "v1",
     resource,
     kind,
-    singular: kind.toLowerCase(),
-    shortNames: [],
     storage: resource as FakeResource,
     statusSubresource: false,
     returnDeletedObject: false,
@@ -249,13 +244,11 @@ function coreDef(
 const RESOURCES: ResourceDef[] = [
   coreDef("nodes", "Node", {
     namespaced: false,
-    shortNames: ["no"],
     statusSubresource: true,
     fieldLabels: fieldTable(["spec.unschedulable"]),
   }),
   coreDef("pods", "Pod", {
     namespaced: true,
-    shortNames: ["po"],
     statusSubresource: true,
     returnDeletedObject: true,
     fieldLabels: POD_FIELDS,
@@ -264,10 +257,9 @@ const RESOURCES: ResourceDef[] = [
       obj.status = { phase: "Pending" };
     },
   }),
-  coreDef("configmaps", "ConfigMap", { namespaced: true, shortNames: ["cm"] }),
+  coreDef("configmaps", "ConfigMap", { namespaced: true }),
   coreDef("services", "Service", {
     namespaced: true,
-    shortNames: ["svc"],
     statusSubresource: true,
     returnDeletedObject: true,
     fieldLabels: fieldTable(["spec.clusterIP", "spec.type"]),
@@ -284,14 +276,12 @@ const RESOURCES: ResourceDef[] = [
   }),
   coreDef("events", "Event", {
     namespaced: true,
-    shortNames: ["ev"],
     allowCreateOnUpdate: true,
     fieldLabels: CORE_EVENT_FIELDS,
     microTimeFields: [["eventTime"], ["series", "lastObservedTime"]],
   }),
   coreDef("namespaces", "Namespace", {
     namespaced: false,
-    shortNames: ["ns"],
     statusSubresource: true,
     returnDeletedObject: true,
     fieldLabels: fieldTable(["status.phase"]),
@@ -670,7 +660,6 @@ export class FakeKubeApiServer {
   private readonly requireAuth: boolean;
   private readonly historyLimit: number;
   private readonly expiredWatchAs: "event" | "status";
-  private readonly versionInfo: { major: string; minor: string; gitVersion: string };
   private readonly server: http.Server;
   private port = 0;
   private revision = 0;
@@ -688,7 +677,6 @@ export class FakeKubeApiServer {
     this.requireAuth = options.requireAuth ?? true;
     this.historyLimit = options.historyLimit ?? 1000;
     this.expiredWatchAs = options.expiredWatchAs ?? "event";
-    this.versionInfo = options.version ?? { major: "1", minor: "31", gitVersion: "v1.31.0" };
     for (const def of RESOURCES) {
       this.objects.set(def.storage, new Map());
       this.history.set(def.storage, []);
@@ -1032,22 +1020,6 @@ export class FakeKubeApiServer {
     const query = url.searchParams;
     const watch = isTrue(query.get("watch"));
 
-    // Public endpoints (system:public-info-viewer) answer without credentials.
-    if (["/version", "/healthz", "/livez", "/readyz"].includes(path)) {
-      if (path === "/version") {
-        return this.send(req, res, 200, {
-          ...this.versionInfo,
-          gitCommit: "0000000000000000000000000000000000000000",
-          gitTreeState: "clean",
-          buildDate: "2024-08-13T07:28:49Z",
-          goVersion: "go1.22.5",
-          compiler: "gc",
-          platform: "linux/amd64",
-        });
-      }
-      return this.send(req, res, 200, "ok");
-    }
-
     if (this.requireAuth && req.headers.authorization !== `Bearer ${this.token}`) {
       return this.send(req, res, 401, failure(401, "Unauthorized", "Unauthorized"));
     }
@@ -1060,12 +1032,6 @@ export class FakeKubeApiServer {
           ? { "Retry-After": String(fault.retryAfterSeconds) }
           : {};
       return this.send(req, res, fault.status, status, { fault: true }, headers);
-    }
-
-    const discovery = this.discovery(path);
-    if (discovery !== undefined) {
-      if (discovery === null) return this.send(req, res, 404, "404 page not found");
-      return this.send(req, res, 200, discovery);
     }
 
     let route: Route | undefined;
@@ -1126,60 +1092,6 @@ export class FakeKubeApiServer {
       REASONS[fault.status] ?? "Unknown",
       Object.keys(details).length ? details : undefined,
     );
-  }
-
-  /** /api, /apis, /api/v1, /apis/{group}, /apis/{group}/{version}; null for an unknown group. */
-  private discovery(path: string): unknown {
-    const groups = [...new Set(RESOURCES.filter((d) => d.group !== "").map((d) => d.group))];
-    const groupInfo = (group: string) => ({
-      name: group,
-      versions: [{ groupVersion: `${group}/v1`, version: "v1" }],
-      preferredVersion: { groupVersion: `${group}/v1`, version: "v1" },
-    });
-    if (path === "/api") {
-      return {
-        kind: "APIVersions",
-        versions: ["v1"],
-        serverAddressByClientCIDRs: [
-          { clientCIDR: "0.0.0.0/0", serverAddress: `127.0.0.1:${this.port}` },
-        ],
-      };
-    }
-    if (path === "/apis")
-      return { kind: "APIGroupList", apiVersion: "v1", groups: groups.map(groupInfo) };
-    const m = /^\/apis\/([^/]+)(?:\/([^/]+))?$/.exec(path);
-    if (path === "/api/v1" || m) {
-      const group = m ? m[1]! : "";
-      const version = m ? m[2] : "v1";
-      if (group !== "" && !groups.includes(group)) return null;
-      if (version === undefined) return { kind: "APIGroup", apiVersion: "v1", ...groupInfo(group) };
-      if (version !== "v1") return null;
-      const resources = RESOURCES.filter((d) => d.group === group).flatMap((d) => {
-        const entry = {
-          name: d.resource,
-          singularName: d.singular,
-          namespaced: d.namespaced,
-          kind: d.kind,
-          verbs: ["create", "delete", "get", "list", "patch", "update", "watch"],
-          ...(d.shortNames.length ? { shortNames: d.shortNames } : {}),
-        };
-        const status = {
-          name: `${d.resource}/status`,
-          singularName: "",
-          namespaced: d.namespaced,
-          kind: d.kind,
-          verbs: ["get", "patch", "update"],
-        };
-        return d.statusSubresource ? [entry, status] : [entry];
-      });
-      return {
-        kind: "APIResourceList",
-        apiVersion: "v1",
-        groupVersion: group ? `${group}/v1` : "v1",
-        resources,
-      };
-    }
-    return undefined;
   }
 
   private route(path: string): Route | undefined {
