@@ -99,21 +99,24 @@ class FakePlumbing implements PodPlumbing {
   veth(): VethSpec {
     return this.named("createVethPairReplacingStale")[0]?.[0] as VethSpec;
   }
+  /** What ADD asked of the container side. */
+  containerSide(): ContainerSideSpec | undefined {
+    return this.named("configureContainerSide")[0]?.[0] as ContainerSideSpec | undefined;
+  }
 }
 
 /** The IPAM plugin: records each call; ADD answers one IPv4 address, unless told to fail. */
 class FakeIpam {
   readonly calls: PluginInvocation[] = [];
   fail: Partial<Record<string, CniError>> = {};
+  /** What ADD answers besides the cniVersion. */
+  answer: Record<string, unknown> = { ips: [{ address: "10.9.0.5/24", gateway: "10.9.0.1" }] };
   run = async (inv: PluginInvocation): Promise<unknown> => {
     this.calls.push(structuredClone(inv));
     const err = this.fail[inv.command];
     if (err) throw err;
     if (inv.command !== "ADD") return undefined;
-    return {
-      cniVersion: inv.config.cniVersion,
-      ips: [{ address: "10.9.0.5/24", gateway: "10.9.0.1" }],
-    };
+    return { cniVersion: inv.config.cniVersion, ...this.answer };
   };
   commands(): string[] {
     return this.calls.map((c) => `${c.command} ${c.type}`);
@@ -188,6 +191,36 @@ describe("midonet plugin through fake plumbing and a fake IPAM delegate", () => 
       expect(plumbing.veth().containerMac).to.equal("0a:58:0a:09:00:63");
       expect(out.interfaces[1]?.mac).to.equal("0a:58:0a:09:00:63");
       expect(out.routes ?? []).to.deep.equal([]);
+    });
+
+    it("dual stack: both gateways on the bridge (network + 1 when IPAM names none), a default route per family", async () => {
+      ipam.answer = { ips: [{ address: "fd00:10::5/64" }, { address: "10.9.0.5/24" }] };
+      const out = (await plugin().run(invocation("ADD"), ipam.run)) as { routes?: unknown[] };
+      expect(plumbing.named("ensureBridge")[1]).to.deep.equal([
+        BRIDGE,
+        ["fd00:10::1/64", "10.9.0.1/24"],
+        1450,
+      ]);
+      const routes = [
+        { dst: "0.0.0.0/0", gw: "10.9.0.1" },
+        { dst: "::/0", gw: "fd00:10::1" },
+      ];
+      expect(plumbing.containerSide()?.routes).to.deep.equal(
+        routes.map((r) => ({ ...r, ifNoDefault: true })),
+      );
+      expect(out.routes).to.deep.equal(routes);
+    });
+
+    it("adds the routes IPAM names as they are, through the gateway of their family, and no default route", async () => {
+      ipam.answer = {
+        ips: [{ address: "fd00:10::5/64" }, { address: "10.9.0.5/24", gateway: "10.9.0.254" }],
+        routes: [{ dst: "192.168.0.0/16" }, { dst: "fd01::/64", gw: "fd00:10::fe" }],
+      };
+      await plugin().run(invocation("ADD"), ipam.run);
+      expect(plumbing.containerSide()?.routes).to.deep.equal([
+        { dst: "192.168.0.0/16", gw: "10.9.0.254" },
+        { dst: "fd01::/64", gw: "fd00:10::fe" },
+      ]);
     });
 
     it("on the midonet datapath leaves the host end off any bridge and makes none", async () => {
