@@ -5,7 +5,7 @@
 
 import http from "node:http";
 import net from "node:net";
-import { prometheusContentType } from "prom-client";
+import { METRICS_CONTENT_TYPE } from "./prometheus.js";
 
 export interface HealthChecks {
   /** Liveness: the driver passes a function that dials its gRPC socket. */
@@ -88,7 +88,7 @@ async function handle(
       return send(res, 503, `${reasons.join("\n")}\n`);
     }
     default:
-      return send(res, 200, await checks.metrics(), prometheusContentType);
+      return send(res, 200, await checks.metrics(), METRICS_CONTENT_TYPE);
   }
 }
 

@@ -1,14 +1,56 @@
 /**
- * What the driver's and the MidoNet controller's metrics share: a registry per
- * daemon instance with the process's own series added, the latency buckets, and
- * how a measured duration is observed.
+ * prom-client as the driver and the MidoNet controller use it: its metric classes, a
+ * registry per daemon instance with the process's own series added, the latency
+ * buckets, and how a measured duration is observed.
  */
 
-import { collectDefaultMetrics, Registry } from "prom-client";
+import { createRequire } from "node:module";
+import type * as PromClient from "prom-client";
+
+/*
+ * prom-client's classes come from their own files, not from its index: the index also
+ * loads every default metric, one of which (process CPU) loads @opentelemetry/api for
+ * exemplars these daemons never use. Through the index the driver's idle RSS on
+ * bench/memory rose by 3 to 6 MiB (twice 74 MiB before; 77 and 79 after); this way it
+ * did not measurably change (73 MiB). prom-client is pinned to an exact version, whose
+ * lib/ layout this relies on; test/unit/metrics.test.ts checks these are the index's
+ * classes and that the process series are all of its default metrics.
+ */
+const load = createRequire(import.meta.url);
+const lib = <T>(file: string): T => load(`prom-client/lib/${file}.js`) as T;
+
+export const Registry = lib<typeof PromClient.Registry>("registry");
+export type Registry = PromClient.Registry;
+export const Counter = lib<typeof PromClient.Counter>("counter");
+export type Counter<T extends string = string> = PromClient.Counter<T>;
+export const Gauge = lib<typeof PromClient.Gauge>("gauge");
+export type Gauge<T extends string = string> = PromClient.Gauge<T>;
+export const Histogram = lib<typeof PromClient.Histogram>("histogram");
+export type Histogram<T extends string = string> = PromClient.Histogram<T>;
 
 /** Upper bounds of the latency histograms, in seconds: 1 ms to 60 s. Dashboards use them. */
 export const DURATION_BUCKETS: readonly number[] = [
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+];
+
+/**
+ * prom-client's default metrics but its process CPU one (see above), each a function
+ * of (registry, config) in lib/metrics/. Resident and virtual memory, descriptors,
+ * start time, event-loop delay, handles and requests, heap, Node version, GC.
+ */
+const DEFAULT_METRICS = [
+  "processStartTime",
+  "osMemoryHeap",
+  "processOpenFileDescriptors",
+  "processMaxFileDescriptors",
+  "eventLoopLag",
+  "processResources",
+  "processHandles",
+  "processRequests",
+  "heapSizeAndUsed",
+  "heapSpacesSizeAndUsed",
+  "version",
+  "gc",
 ];
 
 /**
@@ -17,6 +59,37 @@ export const DURATION_BUCKETS: readonly number[] = [
  * at 100 ms it is a tenth of that, and a stall still shows when it spans a sample.
  */
 const EVENT_LOOP_SAMPLING_MS = 100;
+
+/** The CPU time the process has used since it started, as prom-client's default names it. */
+function registerProcessCpu(registry: Registry): void {
+  let last = { user: 0, system: 0 };
+  const registers = [registry];
+  // The first family's collect() moves all three: a scrape reads them in this order.
+  const user: Counter = new Counter({
+    name: "process_cpu_user_seconds_total",
+    help: "Total user CPU time spent in seconds.",
+    registers,
+    collect() {
+      const now = process.cpuUsage();
+      const du = (now.user - last.user) / 1e6;
+      const ds = (now.system - last.system) / 1e6;
+      last = now;
+      user.inc(du);
+      system.inc(ds);
+      total.inc(du + ds);
+    },
+  });
+  const system = new Counter({
+    name: "process_cpu_system_seconds_total",
+    help: "Total system CPU time spent in seconds.",
+    registers,
+  });
+  const total = new Counter({
+    name: "process_cpu_seconds_total",
+    help: "Total user and system CPU time spent in seconds.",
+    registers,
+  });
+}
 
 let processRegistry: Registry | undefined;
 
@@ -28,11 +101,13 @@ let processRegistry: Registry | undefined;
  */
 function processMetrics(): Registry {
   if (!processRegistry) {
-    processRegistry = new Registry();
-    collectDefaultMetrics({
-      register: processRegistry,
-      eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLING_MS,
-    });
+    const registry = new Registry();
+    registerProcessCpu(registry);
+    const config = { eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLING_MS };
+    for (const name of DEFAULT_METRICS) {
+      lib<(r: Registry, c: typeof config) => void>(`metrics/${name}`)(registry, config);
+    }
+    processRegistry = registry;
   }
   return processRegistry;
 }
@@ -56,3 +131,6 @@ export function withProcessMetrics(instance: Registry): Registry {
 export function observableSeconds(seconds: number): number {
   return Number.isFinite(seconds) && seconds > 0 ? seconds : 0;
 }
+
+/** The text exposition format these registries write (0.0.4). */
+export const METRICS_CONTENT_TYPE: string = Registry.PROMETHEUS_CONTENT_TYPE;

@@ -3,9 +3,16 @@
  * what dashboards query: change none of them lightly.
  */
 
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { ErrorCode } from "../cni/errors.js";
-import { DURATION_BUCKETS, observableSeconds, withProcessMetrics } from "../common/prometheus.js";
+import {
+  Counter,
+  DURATION_BUCKETS,
+  Gauge,
+  Histogram,
+  observableSeconds,
+  Registry,
+  withProcessMetrics,
+} from "../common/prometheus.js";
 import type { ClusterNetworkMetrics, ClusterNetworkOutcome } from "./cluster-network/reconciler.js";
 import type { AnnotationWriteOutcome, PodAnnotationMetrics } from "./kube/pod-annotations.js";
 import type { PodEventMetrics, PodEventOutcome } from "./kube/pod-events.js";

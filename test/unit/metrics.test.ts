@@ -1,5 +1,11 @@
 import { expect } from "chai";
-import { DURATION_BUCKETS } from "../../src/common/prometheus.js";
+import {
+  Counter,
+  DURATION_BUCKETS,
+  Gauge,
+  Histogram,
+  Registry,
+} from "../../src/common/prometheus.js";
 import { Metrics } from "../../src/driver/metrics.js";
 import { find, parseExposition, type Sample, value } from "../support/exposition.js";
 
@@ -350,6 +356,28 @@ describe("driver/metrics", () => {
     expect(await driverSeries(a)).to.deep.equal(await driverSeries(b));
   });
 
+  it("uses prom-client's own classes, loaded from its files rather than its index", async () => {
+    const index = await import("prom-client");
+    expect(Registry).to.equal(index.Registry);
+    expect(Counter).to.equal(index.Counter);
+    expect(Gauge).to.equal(index.Gauge);
+    expect(Histogram).to.equal(index.Histogram);
+  });
+
+  it("adds every family of prom-client's default metrics", async () => {
+    const index = await import("prom-client");
+    const defaults = new index.Registry();
+    index.collectDefaultMetrics({ register: defaults });
+    const names = (r: { getMetricsAsArray(): { name: string }[] }) =>
+      r.getMetricsAsArray().map((m) => m.name);
+    const text = await new Metrics().render();
+    const families = text
+      .split("\n")
+      .filter((l) => l.startsWith("# TYPE "))
+      .map((l) => l.split(" ")[2]!);
+    expect(families.filter((f) => !f.startsWith("cni_driver_"))).to.have.members(names(defaults));
+  });
+
   it("keeps each driver's series to itself when several run in one process", async () => {
     const a = new Metrics();
     const b = new Metrics();
@@ -380,6 +408,12 @@ describe("driver/metrics", () => {
     expect(value(s, "process_start_time_seconds")).to.be.closeTo(
       Date.now() / 1000 - process.uptime(),
       2,
+    );
+    const cpu = value(s, "process_cpu_seconds_total");
+    expect(cpu, "CPU time since the process started").to.be.greaterThan(0);
+    expect(cpu).to.be.closeTo(
+      value(s, "process_cpu_user_seconds_total") + value(s, "process_cpu_system_seconds_total"),
+      1e-6,
     );
     expect(find(s, "nodejs_eventloop_lag_seconds", {})).to.have.length(1);
     expect(

@@ -4,10 +4,13 @@
  * never object ids. The names and label names are what dashboards query.
  */
 
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import {
+  Counter,
   DURATION_BUCKETS,
+  Gauge,
+  Histogram,
   observableSeconds,
+  Registry,
   withProcessMetrics,
 } from "../../common/prometheus.js";
 import type { AttemptInfo, MidonetApiError } from "../api.js";
