@@ -22,9 +22,9 @@ import {
   tearDownCluster,
   UNDERLAY,
 } from "../support/cluster-nodes.js";
-import { DriverHarness } from "../support/driver-harness.js";
+import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
-import { pingFrom } from "../support/netns.js";
+import { createNetns, pingFrom } from "../support/netns.js";
 import { requireCommand, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";
 
@@ -212,5 +212,32 @@ describe("cluster network across a router: a fourth node off the underlay's subn
     expect(pingFrom(d().h.netnsName(1), a().pod)).to.equal(true);
     expect(pingFrom(a().h.netnsName(1), c().pod)).to.equal(true);
     expect((await a().h.client.checkPod(a().h.podRequest(1))).error).to.equal(null);
+  });
+  it("a network that sets no mtu gets VXLAN's (the node's MTU less 50) on a node that reaches others over VXLAN, and full-size packets cross", async () => {
+    const m = d();
+    const conflist = m.h.conflist() as { plugins: Array<Record<string, unknown>> };
+    for (const p of conflist.plugins) delete p.mtu;
+    const loaded = async () => (await m.h.client.cniStatus({})).config?.generation ?? 0;
+    const generation = await loaded();
+    await m.h.writeConfig({
+      "pod-network.conflist": JSON.stringify(conflist),
+      "driver.json": JSON.stringify({ crossNode: "auto", clusterCidr }),
+    });
+    await eventually(async () => (await loaded()) > generation, "the config without mtu loaded");
+    createNetns(m.h.netnsName(2));
+    const res = await m.h.client.setUpPod(m.h.podRequest(2));
+    expectNoCniError(res);
+    const underlayMtu = JSON.parse(
+      inNs(m.node.netns, ["ip", "-j", "link", "show", VXLAN_DEVICE]).stdout,
+    )[0].mtu as number;
+    expect(underlayMtu, "the VXLAN device's MTU").to.equal(1450);
+    expect(res.result?.interfaces.find((i) => i.sandbox)?.mtu, "the result's").to.equal(1450);
+    const inPod = JSON.parse(
+      inNs(m.h.netnsName(2), ["ip", "-j", "link", "show", "eth0"]).stdout,
+    )[0];
+    expect(inPod.mtu, "the pod's interface").to.equal(1450);
+    // 1422 bytes of ICMP payload + 28 of headers = 1450, with Don't Fragment: through the tunnel whole.
+    const ping = inNs(m.h.netnsName(2), ["ping", "-c1", "-W2", "-M", "do", "-s", "1422", a().pod]);
+    expect(ping.status, ping.stdout + ping.stderr).to.equal(0);
   });
 });

@@ -180,6 +180,30 @@ describe("midonet plugin through fake plumbing and a fake IPAM delegate", () => 
       });
     });
 
+    it("takes the cluster network's MTU when the network sets none, and keeps a network's own", async () => {
+      const withPodMtu = createMidonetPlugin({ plumbing, podMtu: () => 1400 });
+      const { mtu: _, ...noMtu } = pluginConfig("1.0.0");
+      const out = (await withPodMtu.run(invocation("ADD", { config: noMtu }), ipam.run)) as {
+        interfaces: Array<{ mtu?: number; sandbox?: string }>;
+      };
+      expect(plumbing.veth().mtu).to.equal(1400);
+      expect(out.interfaces.find((i) => i.sandbox)?.mtu).to.equal(1400);
+
+      plumbing = new FakePlumbing();
+      await createMidonetPlugin({ plumbing, podMtu: () => 1400 }).run(
+        invocation("ADD", { containerId: "unit-mido-c2" }),
+        ipam.run,
+      );
+      expect(plumbing.veth().mtu, "the network's own mtu").to.equal(1450);
+
+      plumbing = new FakePlumbing();
+      await createMidonetPlugin({ plumbing, podMtu: () => undefined }).run(
+        invocation("ADD", { containerId: "unit-mido-c3", config: noMtu }),
+        ipam.run,
+      );
+      expect(plumbing.veth().mtu, "no cluster MTU: the default").to.equal(1500);
+    });
+
     it("gives the container end the MAC the runtime asked for, and leaves out a default route the pod already had", async () => {
       plumbing.skipped = [{ dst: "0.0.0.0/0", gw: "10.9.0.1", ifNoDefault: true }];
       const out = (await plugin().run(

@@ -96,11 +96,6 @@ function onAnyOf(subnets: readonly string[], ip: string): boolean {
   });
 }
 
-/** The MTUs of the networks whose built-in plugin runs on the kernel datapath; none: not active. */
-export function kernelDatapathMtus(cfg: DriverConfig): number[] {
-  return kernelDatapathPlugins(cfg.networks.values()).map((c) => c.mtu);
-}
-
 /** How a route reads in the log. */
 const describeRoute = (r: PeerRoute) =>
   `${r.dst} via ${r.via}${r.dev ? ` dev ${r.dev}` : ""}${r.onlink ? " onlink" : ""}`;
@@ -129,6 +124,8 @@ export class ClusterNetwork {
   private counts = { hostGwRoutes: 0, vxlanRoutes: 0, unroutedNodes: 0 };
   private forwardingError: string | undefined;
   private mtuWarning: string | undefined;
+  /** The MTU pods get where their network sets none: VXLAN's, while it carries pods' traffic. */
+  private vxlanPodMtu: number | undefined;
   private readonly annotation: NodeMacAnnotation;
 
   constructor(private readonly o: ClusterNetworkOptions) {
@@ -184,6 +181,17 @@ export class ClusterNetwork {
     this.loop.restart();
   }
 
+  /**
+   * The MTU for a pod whose network sets none: the VXLAN device's (the node's
+   * interface MTU less 50) when crossNode is "vxlan", or "auto" and some node
+   * is reached over VXLAN; undefined otherwise (the plugin's default). As
+   * flannel and Calico do: a pod's packets must fit in the tunnel, since ICMP
+   * "fragmentation needed" is often filtered on the way back.
+   */
+  podMtu(): number | undefined {
+    return this.vxlanPodMtu;
+  }
+
   async stop(): Promise<void> {
     this.closed = true;
     this.annotation.stop();
@@ -196,8 +204,9 @@ export class ClusterNetwork {
     if (!cfg || this.closed) return;
     try {
       const settings = readClusterNetworkSettings(cfg.settings);
-      const podMtus = kernelDatapathMtus(cfg);
-      const active = podMtus.length > 0;
+      const kernel = kernelDatapathPlugins(cfg.networks.values());
+      const active = kernel.length > 0;
+      const setMtus = kernel.filter((c) => c.mtuSet).map((c) => c.mtu);
       const changes: string[] = [];
       // Each part on its own: nft missing must not keep the routes from being made.
       const errors: string[] = [];
@@ -210,7 +219,7 @@ export class ClusterNetwork {
       const masquerading = await part("masquerade", this.masquerade(s, resync, changes), false);
       const routed = await part(
         "routes to other nodes",
-        this.crossNode(s, changes, Math.max(0, ...podMtus)),
+        this.crossNode(s, changes, Math.max(0, ...setMtus)),
         false,
       );
       if (masquerading || routed) await this.forwarding(changes);
@@ -285,11 +294,14 @@ export class ClusterNetwork {
     return true;
   }
 
-  /** Routes, the VXLAN device and its entries; answers whether any route is wanted. */
+  /**
+   * Routes, the VXLAN device and its entries; answers whether any route is
+   * wanted. `setMtu`: the largest MTU a network sets itself (0: none does).
+   */
   private async crossNode(
     s: ClusterNetworkSettings | undefined,
     changes: string[],
-    podMtu: number,
+    setMtu: number,
   ): Promise<boolean> {
     const off = !s || s.crossNode === "none";
     if (!off && (!this.nodes || !this.o.nodeName)) return false; // not known yet: leave all be
@@ -330,9 +342,11 @@ export class ClusterNetwork {
       const local = plan.vxlan.local;
       const mtu = ((await mtuOfInterfaceWith(local)) ?? 1500) - VXLAN_OVERHEAD;
       const made = await ensureVxlan({ ...plan.vxlan, mtu });
+      const overVxlan = plan.routes.some((r) => r.dev === VXLAN_DEVICE);
+      this.vxlanPodMtu = overVxlan || s?.crossNode === "vxlan" ? mtu : undefined;
       const tooBig =
-        plan.routes.some((r) => r.dev === VXLAN_DEVICE) && podMtu > mtu
-          ? `pods' MTU ${podMtu} is more than ${VXLAN_DEVICE}'s ${mtu}: packets that large to pods on nodes reached over VXLAN are dropped; set the network's "mtu" to ${mtu}`
+        overVxlan && setMtu > mtu
+          ? `a network's "mtu" ${setMtu} is more than ${VXLAN_DEVICE}'s ${mtu}: packets that large to pods on nodes reached over VXLAN are dropped; set it to ${mtu}, or leave it out and the driver chooses`
           : undefined;
       if (tooBig && tooBig !== this.mtuWarning) this.log.warn(tooBig);
       this.mtuWarning = tooBig;
@@ -342,9 +356,12 @@ export class ClusterNetwork {
       const self = this.nodes?.find((n) => n.name === this.o.nodeName);
       if (self && self.vtepMac !== plan.vxlan.mac) this.annotation.forgetWritten();
       this.annotation.set(plan.vxlan.mac);
-    } else if (await removeVxlan(VXLAN_DEVICE)) {
-      changes.push(`${VXLAN_DEVICE} removed`);
-      if (this.o.nodeName) this.annotation.remove(vtepMacOf(this.o.nodeName));
+    } else {
+      this.vxlanPodMtu = undefined;
+      if (await removeVxlan(VXLAN_DEVICE)) {
+        changes.push(`${VXLAN_DEVICE} removed`);
+        if (this.o.nodeName) this.annotation.remove(vtepMacOf(this.o.nodeName));
+      }
     }
     await this.syncRoutes(plan, changes);
     const vxlanRoutes = plan.routes.filter((r) => r.dev === VXLAN_DEVICE).length;

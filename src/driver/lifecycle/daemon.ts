@@ -79,10 +79,12 @@ function builtinPlugins(
   opts: DriverOptions,
   backends: Backends,
   bridges: BridgeCache,
+  podMtu: () => number | undefined,
   logger: pino.Logger,
 ): { builtins: Map<string, BuiltinPlugin>; recoverers: BuiltinPlugin[] } {
   const midonet = createMidonetPlugin({
     bridges,
+    podMtu,
     onStaleHostEnd: (hostIfName, containerId) =>
       logger.warn(
         { hostIfName, containerId },
@@ -130,7 +132,14 @@ class Driver implements RunningDriver {
       host_local: backends.hostLocal.name,
     });
     const bridges = new BridgeCache();
-    const { builtins, recoverers } = builtinPlugins(opts, backends, bridges, logger);
+    const { builtins, recoverers } = builtinPlugins(
+      opts,
+      backends,
+      bridges,
+      // Asked at each ADD; the cluster network is made below.
+      () => this.clusterNetwork.podMtu(),
+      logger,
+    );
     this.kubeSettings = kubeSettingsFrom({
       kubeconfig: opts.kubeconfig,
       nodeName: opts.nodeName,

@@ -26,6 +26,8 @@ export interface MidonetContext {
   bridges: BridgeCache;
   /** Told when an ADD replaced the host end an older sandbox of the same pod left. */
   onStaleHostEnd?: (hostIfName: string, containerId: string) => void;
+  /** The MTU for a network that sets none (the cluster network's, over VXLAN); undefined: the default. */
+  podMtu?: () => number | undefined;
 }
 
 export async function add(
@@ -36,11 +38,12 @@ export async function add(
   const { containerId, netns, ifName } = required(inv);
   const cniVersion = requireSupportedVersion(inv.config.cniVersion);
   const step = `setting up ${ifName} in ${netns} for ${containerId}`;
+  const mtu = conf.mtuSet ? conf.mtu : (ctx.podMtu?.() ?? conf.mtu);
   const veth: VethSpec = {
     netns,
     ifName,
     hostIfName: hostNameFor(inv),
-    mtu: conf.mtu,
+    mtu,
     containerMac: containerMacFor(inv),
     hostMac: randomMac(),
   };
@@ -48,7 +51,7 @@ export async function add(
   // IPAM and the veth pair overlap: the pair needs no address until phase 2.
   const [ipamOut, pair] = await Promise.allSettled([
     ctx.delegate({ ...inv, type: conf.ipam.type }),
-    createPair(veth, bridge, conf.mtu, containerId, ctx),
+    createPair(veth, bridge, containerId, ctx),
   ]);
   const undo = async (ipamAllocated: boolean) => {
     if (pair.status === "fulfilled")
@@ -78,11 +81,10 @@ export async function add(
 async function createPair(
   veth: VethSpec,
   bridge: string | undefined,
-  mtu: number,
   containerId: string,
   ctx: MidonetContext,
 ): Promise<void> {
-  if (bridge) await ctx.bridges.exists(bridge, mtu);
+  if (bridge) await ctx.bridges.exists(bridge, veth.mtu);
   if (await ctx.plumbing.createVethPairReplacingStale(veth, { bridge }))
     ctx.onStaleHostEnd?.(veth.hostIfName, containerId);
 }
@@ -111,7 +113,7 @@ async function configure(
     await ctx.bridges.gateways(
       bridge,
       ips.map((ip) => `${gatewayOf(ip)}/${parseCidr(ip.address)!.prefix}`),
-      conf.mtu,
+      veth.mtu,
     );
   }
   const skipped = await ctx.plumbing.configureContainerSide({
@@ -126,7 +128,7 @@ async function configure(
     cniVersion: "1.1.0",
     interfaces: [
       { name: veth.hostIfName, mac: veth.hostMac },
-      { name: veth.ifName, mac: veth.containerMac, sandbox: veth.netns, mtu: conf.mtu },
+      { name: veth.ifName, mac: veth.containerMac, sandbox: veth.netns, mtu: veth.mtu },
     ],
     ips: ips.map((ip) => ({ address: ip.address, gateway: gatewayOf(ip), interface: 1 })),
     routes: routes

@@ -15,6 +15,8 @@ export interface MidonetPluginConfig {
   datapath: Datapath;
   bridge: string;
   mtu: number;
+  /** Whether the network said its MTU; if not, the cluster network may choose it (VXLAN). */
+  mtuSet: boolean;
   ipam: Record<string, unknown> & { type: string };
 }
 
@@ -43,7 +45,13 @@ export function readMidonetConfig(conf: Record<string, unknown>): MidonetPluginC
   if (typeof ipamType !== "string" || ipamType === "" || ipamType.includes("/")) {
     throw bad("ipam.type", `must be a plugin file name, not ${JSON.stringify(ipamType)}`);
   }
-  return { datapath, bridge, mtu, ipam: ipam as MidonetPluginConfig["ipam"] };
+  return {
+    datapath,
+    bridge,
+    mtu,
+    mtuSet: conf.mtu !== undefined,
+    ipam: ipam as MidonetPluginConfig["ipam"],
+  };
 }
 
 /**

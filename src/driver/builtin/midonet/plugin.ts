@@ -26,6 +26,8 @@ export interface MidonetPluginOptions {
   bridges?: BridgeCache;
   /** The kernel, or a fake in unit tests. */
   plumbing?: PodPlumbing;
+  /** The MTU for networks that set none, when the cluster network has one (VXLAN). */
+  podMtu?: () => number | undefined;
 }
 
 export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlugin {
@@ -36,6 +38,7 @@ export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlu
     plumbing,
     bridges,
     onStaleHostEnd: opts.onStaleHostEnd,
+    podMtu: opts.podMtu,
   });
   return {
     validate(conf) {
