@@ -496,5 +496,20 @@ describe("DriverService through fakes", () => {
         "detached unit-svc/p unit-net",
       ]);
     });
+
+    it("collects nothing when a network it names is unknown, even one named after a known one", async () => {
+      const res = await service.garbageCollect({
+        api_version: API_VERSION,
+        networks: [
+          { network: "unit-net", valid_attachments: [] },
+          { network: "unit-nowhere", valid_attachments: [] },
+        ],
+        cni_version: "",
+      });
+      expect(res.error?.code).to.equal(ErrorCode.InvalidNetworkConfig);
+      expect(res.error?.msg).to.include("unit-nowhere");
+      expect(res.removed_attachments).to.equal(0);
+      expect(executor.calls.map((c) => c.verb)).to.deep.equal([]);
+    });
   });
 });

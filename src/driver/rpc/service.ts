@@ -336,10 +336,13 @@ export class DriverService {
         requireApiVersion(req.api_version);
         const errors: CniError[] = [];
         let removed = 0;
+        // Every network named is resolved before any is collected: an unknown
+        // one fails the call with nothing removed, rather than halfway through.
+        const lists = req.networks.map((n) => this.network(n.network));
+        call.network = lists.map((l) => l.name).join(",");
         await this.d.locks.exclusive(async () => {
-          for (const n of req.networks) {
-            const list = this.network(n.network);
-            call.network = call.network ? `${call.network},${list.name}` : list.name;
+          for (const [i, n] of req.networks.entries()) {
+            const list = lists[i] as NetworkConfigList;
             const valid = n.valid_attachments.map((a) => ({
               containerId: a.container_id,
               ifName: a.ifname,
