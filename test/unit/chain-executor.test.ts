@@ -76,11 +76,14 @@ function resultOf(type: string, cniVersion: string): Record<string, unknown> {
 class FakeRunner {
   readonly calls: PluginInvocation[] = [];
   readonly fail = new Map<string, CniError>();
+  /** ADD's answer by plugin type, in place of resultOf's. */
+  readonly answers = new Map<string, unknown>();
   run = async (inv: PluginInvocation): Promise<unknown> => {
     this.calls.push(structuredClone(inv));
     const err = this.fail.get(`${inv.command} ${inv.type}`);
     if (err) throw err;
-    return inv.command === "ADD" ? resultOf(inv.type, String(inv.config.cniVersion)) : undefined;
+    if (inv.command !== "ADD") return undefined;
+    return this.answers.get(inv.type) ?? resultOf(inv.type, String(inv.config.cniVersion));
   };
   steps(): string[] {
     return this.calls.map((c) => `${c.command} ${c.type}`);
@@ -225,6 +228,19 @@ describe("chain executor through a fake RunPlugin", () => {
       const again = await executor().add(chain("1.0.0"), ATTACHMENT);
       expect(again).to.deep.equal(first);
       expect(fake.calls).to.deep.equal([]);
+    });
+
+    it("refuses an ADD answered from the cache in a version that cannot carry the result, and keeps the attachment", async () => {
+      const list = chain("1.0.0");
+      const last = list.plugins[list.plugins.length - 1]?.type as string;
+      // Interfaces and no address: 0.2.0 holds only addresses.
+      fake.answers.set(last, { cniVersion: "1.0.0", interfaces: [{ name: "eth0" }] });
+      await executor().add(list, ATTACHMENT);
+      fake.calls.length = 0;
+      const err = await cniRejectionOf(executor().add(list, ATTACHMENT, "0.2.0"));
+      expect(err.message).to.include("cannot be given in CNI 0.2.0");
+      expect(fake.calls, "nothing run, nothing undone").to.deep.equal([]);
+      expect(await cache.read("unit-exec", "unit-exec-c1", "eth0")).to.not.equal(undefined);
     });
 
     it("refuses the same container and interface in another netns until its DEL (code 999)", async () => {

@@ -93,6 +93,10 @@ export class ChainExecutor {
           { network: list.name, containerId: att.containerId, ifName: att.ifName },
           "ADD of an attachment already set up: answered from its cache entry",
         );
+        // Refused with the same clear error as a first ADD; the attachment stays,
+        // since an earlier ADD set it up and was answered.
+        if (answerVersion !== undefined && answerVersion !== list.cniVersion)
+          requireAnswerable(list, cached, answerVersion);
         return cached;
       }
     }
