@@ -9,7 +9,9 @@
 #                                                    machine scripts/setup.sh has set up)
 #
 # CNI_DRIVER_LOAD_CPUS: how many hogs (default: two per core, e.g.
-# `stress-ng --cpu 4` on two cores).
+# `stress-ng --cpu 4` on two cores). CNI_DRIVER_TEST_PATIENCE: how much longer
+# every wait of the tests may last (default here 4: with two hogs per core a
+# test gets about a third of a core; see test/support/patience.ts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +28,7 @@ if ! command -v stress-ng >/dev/null 2>&1; then
 fi
 
 hogs=${CNI_DRIVER_LOAD_CPUS:-$(($(nproc) * 2))}
+export CNI_DRIVER_TEST_PATIENCE=${CNI_DRIVER_TEST_PATIENCE:-4}
 stress-ng --cpu "$hogs" --timeout 0 --quiet &
 hog_pid=$!
 # Only the hogs this script started: stress-ng stops its workers on SIGTERM.
@@ -34,7 +37,7 @@ stop_hogs() {
   wait "$hog_pid" 2>/dev/null
 }
 trap stop_hogs EXIT
-echo "test-under-load: $hogs CPU hogs beside the tests (stress-ng pid $hog_pid)" >&2
+echo "test-under-load: $hogs CPU hogs beside the tests (stress-ng pid $hog_pid), waits stretched ${CNI_DRIVER_TEST_PATIENCE}x" >&2
 
 if [ $# -gt 0 ]; then
   npx mocha --reporter spec "$@"
