@@ -10,10 +10,11 @@
  * test process. Everything is named with one random tag and removed by
  * `cleanup()`.
  */
-import { type ChildProcess, execFileSync, spawnSync } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
+import { execaSync } from "execa";
 import { type DriverHarness, expectNoCniError } from "./driver-harness.js";
 import { createNetns, deleteNetns, execInNetns, listNetns, uniqueTag } from "./netns.js";
 import { startNetnsScript } from "./pod-server.js";
@@ -217,12 +218,14 @@ export class ClusterUnderlay {
     const script = `const s = require("node:net").connect(${port}, ${JSON.stringify(address)});
       let out = ""; s.on("data", (b) => { out += b; }); s.on("end", () => { process.stdout.write(out); process.exit(0); });
       s.on("error", () => process.exit(2)); setTimeout(() => process.exit(3), 4000);`;
-    const r = spawnSync("ip", ["netns", "exec", ns, process.execPath, "-e", script], {
-      encoding: "utf8",
-      timeout: 10_000,
+    const r = execaSync("ip", ["netns", "exec", ns, process.execPath, "-e", script], {
       env: nodeEnv(),
+      extendEnv: false,
+      timeout: 10_000,
+      stripFinalNewline: false,
+      reject: false,
     });
-    return r.status === 0 ? (r.stdout ?? "") : "";
+    return r.exitCode === 0 ? r.stdout : "";
   }
 
   private async startScript(ns: string, script: string): Promise<ChildProcess> {
