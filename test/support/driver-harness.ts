@@ -19,6 +19,7 @@ import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";
 import { writeConfigMapDir } from "./configmap-dir.js";
 import { queueDeletion } from "./deletion-queue.js";
 import { deleteHostLink, deleteNetns, listNetns, uniqueTag } from "./netns.js";
+import { patient } from "./patience.js";
 import { REFERENCE_PLUGIN_DIR } from "./requirements.js";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
@@ -64,7 +65,7 @@ export function runDriverCli(
     cwd: REPO_ROOT,
     env: c.env,
     extendEnv: false,
-    timeout: opts.timeoutMs ?? 30_000,
+    timeout: patient(opts.timeoutMs ?? 30_000),
     killSignal: "SIGKILL",
     stripFinalNewline: false,
     reject: false,
@@ -355,14 +356,15 @@ export class DriverHarness {
   }
 
   /** Polls CniStatus until ready (bounded: 20 s, and at most one poll per 50 ms). */
-  async waitReady(timeoutMs = 20_000): Promise<CniStatusResponse> {
+  async waitReady(bound = 20_000): Promise<CniStatusResponse> {
+    const timeoutMs = patient(bound);
     const deadline = Date.now() + timeoutMs;
     let last: CniStatusResponse | undefined;
     for (let n = 0; n < timeoutMs / 50 && Date.now() < deadline; n++) {
       if (this.child && this.child.exitCode !== null) {
         throw new Error(`driver exited with ${this.child.exitCode}: ${this.stderr.slice(-2000)}`);
       }
-      last = await this.client.cniStatus({}, { timeoutMs: 1000 });
+      last = await this.client.cniStatus({}, { timeoutMs: patient(1000) });
       if (last.ready) return last;
       await sleep(50);
     }
@@ -404,7 +406,7 @@ export class DriverHarness {
       child.once("exit", (code) => resolve(code)),
     );
     child.kill(sig);
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    const timer = setTimeout(() => child.kill("SIGKILL"), patient(30_000));
     const code = await exited;
     clearTimeout(timer);
     this.child = undefined;
