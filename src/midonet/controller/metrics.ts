@@ -27,7 +27,7 @@ export function errorCode(err: unknown): string {
 }
 
 /** The controller's state the live gauges read at each scrape. */
-export interface ControllerGauges {
+interface ControllerGauges {
   /** MidoNet resources the cluster maps to. */
   desired: number;
   /** Leader only (0 otherwise): resources waiting for a write, a retry or a dependency. */
