@@ -1,9 +1,8 @@
-import { CniError, ErrorCode } from "../cni/errors.js";
-
 /**
  * gRPC status codes, and how a failure to get the driver's answer maps to CNI.
  * The shim (src/remote-plugin-shim/driver.c) maps them the same way, word for word.
  */
+import { CniError, ErrorCode } from "../cni/errors.js";
 
 /** gRPC status codes (grpc/doc/statuscodes.md), by name. */
 export const GrpcStatus = {

@@ -1,11 +1,11 @@
-import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
-import { kernelPlumbing } from "../../../plumbing/pod-plumbing.js";
-
 /**
  * The node's bridge is set up once and then trusted: one promise per bridge for
  * its existence, one per gateway set for its addresses, shared by concurrent ADDs.
  * Forgotten on any failure, so a bridge removed behind our back is made again.
  */
+import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
+import { kernelPlumbing } from "../../../plumbing/pod-plumbing.js";
+
 export class BridgeCache {
   private readonly done = new Map<string, Promise<void>>();
 
