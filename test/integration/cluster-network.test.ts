@@ -319,10 +319,10 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
       () => fdb(a().node.netns).some((e) => e.dst === b().node.address),
       "node-b's forwarding entry put back",
     );
-    // The pods keep the network's MTU of 1500, over an underlay of 1500: the operator is told.
+    // The network sets an MTU of 1500 itself, over an underlay of 1500: kept, and the operator is told.
     expect(vxlanInfo(a().node.netns)?.mtu).to.equal(1450);
     await eventually(
-      () => a().h.logs.includes("pods' MTU 1500 is more than midokube-vxlan's 1450"),
+      () => a().h.logs.includes("1500 is more than midokube-vxlan's 1450: packets that large"),
       "the MTU warning",
     );
     const before = txPackets(a().node.netns, VXLAN_DEVICE);
