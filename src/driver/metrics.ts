@@ -77,10 +77,13 @@ export class Metrics
     help: "Generation of the configuration in use.",
     registers: [this.own],
   });
-  private readonly ready = new Gauge({
+  /** Whether the driver can serve ADD now; read at each scrape. */
+  private isReady: () => boolean = () => false;
+  private readonly ready: Gauge = new Gauge({
     name: "cni_driver_ready",
     help: "1 when the driver is ready to serve calls, else 0.",
     registers: [this.own],
+    collect: (): void => this.ready.set(this.isReady() ? 1 : 0),
   });
   private readonly info = new Gauge({
     name: "cni_driver_info",
@@ -168,8 +171,9 @@ export class Metrics
     this.generation.set(n);
   }
 
-  setReady(ready: boolean): void {
-    this.ready.set(ready ? 1 : 0);
+  /** cni_driver_ready follows `ready` at every scrape, not only when a probe asks. */
+  readinessFrom(ready: () => boolean): void {
+    this.isReady = ready;
   }
 
   /**

@@ -331,15 +331,19 @@ describe("driver/metrics", () => {
     m.configReloaded(false);
     m.configReloaded(true);
     m.setConfigGeneration(4);
-    m.setReady(true);
+    let ready = true;
+    m.readinessFrom(() => ready);
     const s = parseExposition(await m.render());
     expect(value(s, "cni_driver_attachments")).to.equal(9);
     expect(value(s, "cni_driver_config_reloads_total")).to.equal(3);
     expect(value(s, "cni_driver_config_reload_errors_total")).to.equal(1);
     expect(value(s, "cni_driver_config_generation")).to.equal(4);
     expect(value(s, "cni_driver_ready")).to.equal(1);
-    m.setReady(false);
-    expect(value(parseExposition(await m.render()), "cni_driver_ready")).to.equal(0);
+    ready = false;
+    expect(
+      value(parseExposition(await m.render()), "cni_driver_ready"),
+      "read at the scrape",
+    ).to.equal(0);
   });
 
   it("exposes the same series whatever order they were created in", async () => {
@@ -382,7 +386,7 @@ describe("driver/metrics", () => {
     const a = new Metrics();
     const b = new Metrics();
     a.recordCall("ADD", "error", 0.1, 7);
-    a.setReady(true);
+    a.readinessFrom(() => true);
     b.setAttachments(5);
     b.nodeLinkApplied("ok");
     const sa = parseExposition(await a.render());

@@ -176,6 +176,7 @@ class Driver implements RunningDriver {
     });
     this.config.on("reload", () => gateways.configLoaded());
     this.followConfig();
+    this.metrics.readinessFrom(() => this.notReadyReasons().length === 0);
     this.service = new DriverService({
       config: this.config,
       executor,
@@ -288,7 +289,6 @@ class Driver implements RunningDriver {
     await recoverAtStart(this.recovery);
     this.recovered = true;
     this.replayQueueFromNowOn();
-    this.metrics.setReady(this.notReadyReasons().length === 0);
     this.logger.info(
       {
         socket: this.opts.socket,
@@ -317,7 +317,6 @@ class Driver implements RunningDriver {
       live: () => dialUnixSocket(this.opts.socket, 1000),
       ready: () => {
         const reasons = this.notReadyReasons();
-        this.metrics.setReady(reasons.length === 0);
         return { ok: reasons.length === 0, reasons };
       },
       metrics: () => this.metrics.render(),
@@ -351,7 +350,6 @@ class Driver implements RunningDriver {
     if (this.rescan) clearInterval(this.rescan);
     // The host conflist stays: the shim's DEL path needs it while we are away.
     this.hostConflist?.stop();
-    this.metrics.setReady(false);
     const closing = this.grpcServer?.close();
     await this.drain();
     const timer = setTimeout(() => this.grpcServer?.forceClose(), 1000);
