@@ -40,7 +40,7 @@ describe("midonet/ids", () => {
     });
   });
 
-  describe("the midonet-kubernetes scheme (midonet.md §3)", () => {
+  describe("the midonet-kubernetes scheme", () => {
     const global = idForKey(TENANT, "midonet-global", "chain");
     const vectors: [string, string][] = [
       ['IDForKey("midonet-global", "chain")', GLOBAL],

@@ -14,10 +14,10 @@ import {
   type Pod,
   type PodNodeLookup,
   parentOf,
-  podSubnet,
   resolveConfig,
   type Service,
 } from "../../src/midonet/mapping/index.js";
+import { podSubnet } from "../../src/midonet/node-contract.js";
 import type { Rule } from "../../src/midonet/resources.js";
 
 /** The rule body of a resource the test expects to exist. */
@@ -31,7 +31,7 @@ const config = resolveConfig({ tenant: TENANT });
 const G = config.ids;
 const HOST = "6f1c0c5e-1d2a-4b7e-9a55-3a0d1c2b4e5f";
 
-// The ids the scheme gives (midonet.md §3), computed independently of the mapping.
+// The ids the scheme gives (midonet-kubernetes' IDForKey), computed independently of the mapping.
 const nodeBase = idForKey(TENANT, "Node", "node1");
 const N = {
   bridge: nodeBase,

@@ -2,8 +2,8 @@
  * Pod annotations written after the fact: `midonet.org/mac-address` set to the
  * MAC of the pod's interface once ADD has answered, removed once DEL has.
  *
- * Nothing here is on the CNI path (peers.md 7: the plumbing path makes no API
- * call it can avoid). Each change is queued; per pod only the latest wanted
+ * Nothing here is on the CNI path: a pod's setup never waits on the API server
+ * for a call it can do without. Each change is queued; per pod only the latest wanted
  * value of each key is kept (an ADD and DEL in quick succession coalesce into
  * whatever is wanted last); a few patches run at once; a failed patch is
  * retried with backoff a bounded number of times: 409 (a patch losing a race),

@@ -29,14 +29,14 @@ import { type CoreV1Api, PatchStrategy, setHeaderOptions } from "@kubernetes/cli
 import type { Logger } from "pino";
 import type { MidonetClient } from "../api.js";
 import { isUuid } from "../ids.js";
+import type { Node } from "../mapping/k8s.js";
+import { nodeHostId } from "../mapping/node.js";
 import {
   ANNOTATION_HOST_ID,
   ANNOTATION_TUNNEL_ENDPOINT_IP,
   ANNOTATION_TUNNEL_ZONE_ID,
   ANNOTATION_TUNNEL_ZONE_JOINED,
-  type Node,
-} from "../mapping/k8s.js";
-import { nodeHostId } from "../mapping/node.js";
+} from "../node-contract.js";
 import type { TunnelZoneRecords } from "../reconciler.js";
 
 /** The node fields read here (a V1Node fits). */

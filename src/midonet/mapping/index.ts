@@ -1,9 +1,8 @@
 /**
  * Kubernetes → MidoNet mapping: pure functions from Nodes, Pods, Services and
- * EndpointSlices to the MidoNet resources that should exist (midonet.md §3).
+ * EndpointSlices to the MidoNet resources that should exist (docs/midonet.md).
  */
 
-export { type PodSubnet, type PodSubnetResult, podSubnet } from "../node-contract.js";
 export * from "./cluster.js";
 export * from "./config.js";
 export * from "./desired-state.js";

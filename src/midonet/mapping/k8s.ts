@@ -5,15 +5,6 @@
  * field is optional the way the API server may omit it.
  */
 
-// The annotations are the node contract's; named here too for the controller, which reads them with these types.
-export {
-  ANNOTATION_HOST_ID,
-  ANNOTATION_MAC_ADDRESS,
-  ANNOTATION_TUNNEL_ENDPOINT_IP,
-  ANNOTATION_TUNNEL_ZONE_ID,
-  ANNOTATION_TUNNEL_ZONE_JOINED,
-} from "../node-contract.js";
-
 /** The label an EndpointSlice names its Service with. */
 export const LABEL_SERVICE_NAME = "kubernetes.io/service-name";
 

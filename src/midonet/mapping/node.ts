@@ -1,6 +1,6 @@
 /**
  * A Node maps to its own bridge, linked to the cluster router, plus the port the
- * host itself is plugged into (midonet.md §3; midonet-kubernetes
+ * host itself is plugged into (docs/midonet.md; midonet-kubernetes
  * pkg/converter/node). Ids hang off base = IDForKey("Node", <name>):
  *
  *   Bridge       base                            {name, tenantId, inboundFilterId: KUBE-MAIN}

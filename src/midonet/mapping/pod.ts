@@ -1,6 +1,6 @@
 /**
  * A Pod maps to a port on its node's bridge, bound to the pod's host veth on the
- * node's MidoNet host (midonet.md §3; midonet-kubernetes pkg/converter/pod):
+ * node's MidoNet host (docs/midonet.md; midonet-kubernetes pkg/converter/pod):
  *
  *   Port               IDForKey("Pod", "<ns>/<name>") on bridge IDForKey("Node", nodeName)
  *   HostInterfacePort  {hostId of the node, the port, "mido" + sha1("<ns>/<name>")[:11]}
