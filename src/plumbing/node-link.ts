@@ -11,7 +11,8 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { normalizeMac } from "../cni/mac.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
-import { type LinkInfo, showLink } from "./pod-interface.js";
+import { showLink } from "./pod-interface.js";
+import type { LinkInfo } from "./pod-interface-types.js";
 
 export const IPV4_FORWARD_SYSCTL = "/proc/sys/net/ipv4/ip_forward";
 

@@ -21,19 +21,6 @@ import type {
   VethSpec,
 } from "./pod-interface-types.js";
 
-export type {
-  AddrInfo,
-  ContainerSideSpec,
-  HostAttachment,
-  LinkInfo,
-  PodAddress,
-  PodInterfaceRef,
-  PodInterfaceState,
-  PodRoute,
-  RouteInfo,
-  VethSpec,
-} from "./pod-interface-types.js";
-
 /**
  * How `ip link … netns X` can name the pod's namespace: a name under /run/netns,
  * or the pid of /proc/<pid>/ns/net. Other nsfs paths (bind mounts elsewhere) have

@@ -17,10 +17,10 @@ import {
   deleteHostLink,
   deletePodInterface,
   inspectPodInterface,
-  type LinkInfo,
   netnsLinkRef,
   showLink,
 } from "../../src/plumbing/pod-interface.js";
+import type { LinkInfo } from "../../src/plumbing/pod-interface-types.js";
 import { createNetns, deleteNetns, uniqueTag } from "../support/netns.js";
 import { requireRoot } from "../support/requirements.js";
 
