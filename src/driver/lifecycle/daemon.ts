@@ -156,14 +156,7 @@ class Driver implements RunningDriver {
       localPodCidrs: () => opts.podCidrs,
     });
     const cache = new ResultCache(opts.cacheDir);
-    const runPlugin = createPluginRunner({
-      binDirs: opts.binDirs,
-      timeoutMs: opts.pluginTimeoutMs,
-      builtins,
-      signal: this.shutdownAbort.signal,
-      spawn: backends.spawn,
-    });
-    const executor = new ChainExecutor(cache, runPlugin, logger, (type) => builtins.has(type));
+    const executor = this.chainExecutor(cache, builtins, backends);
     this.locks = new AttachmentLocks({ maxConcurrent: opts.maxConcurrent });
     const attachments = new AttachmentIndex((n) => this.metrics.setAttachments(n));
     // Gateways of ranges no config or attachment uses any more leave the bridges.
@@ -199,6 +192,22 @@ class Driver implements RunningDriver {
       logger,
       podObserver: this.kube?.observer,
     };
+  }
+
+  /** Chains run with the built-in plugins in-process, every other type exec'd through the chosen spawn. */
+  private chainExecutor(
+    cache: ResultCache,
+    builtins: ReadonlyMap<string, BuiltinPlugin>,
+    backends: Backends,
+  ): ChainExecutor {
+    const runPlugin = createPluginRunner({
+      binDirs: this.opts.binDirs,
+      timeoutMs: this.opts.pluginTimeoutMs,
+      builtins,
+      signal: this.shutdownAbort.signal,
+      spawn: backends.spawn,
+    });
+    return new ChainExecutor(cache, runPlugin, this.logger, (type) => builtins.has(type));
   }
 
   /** Its callbacks reach the ConfigSource only after start(). */
