@@ -26,19 +26,11 @@
  * new id) take effect before the old one goes. MidoNet rules cannot be updated;
  * a new rule is POSTed at `insertPosition` in the chain as it stands.
  *
- * Learned table entries. MidoNet lists the MAC and ARP entries its datapath
- * learned with ours, and its DELETE removes only the persistent entry (204
- * either way). An entry a DELETE of ours left listed at the next resync is
- * therefore a learned one: logged once and not deleted again while it stays
- * listed, so learned entries cost no DELETE at every resync.
- *
- * Tunnel zone memberships. MidoNet cannot tell whose a membership is (it holds
- * a host and an address), and a node's zone is the operator's to change, also
- * while we are down. So each node's record (TunnelZoneRecords) names the zone
- * we last joined its host to: written before the POST, moved only once the
- * membership it named is deleted. Every membership we may have made is thus
- * named by a record (a record may name a zone the host is not in: harmless),
- * and resync owns it (actual-state.ts).
+ * Learned MAC/ARP entries and tunnel zone memberships, which MidoNet lists
+ * without saying whose they are, are owned as docs/midonet.md ("What the
+ * controller owns") says: a learned entry a DELETE of ours left listed is not
+ * deleted again; a membership is ours while a node's record names its zone
+ * (TunnelZoneRecords, written before the POST, moved once it is deleted).
  *
  * Failures. Any error (an unexpected status, a timeout, a refused connection)
  * fails that one task: it is logged, counted, and retried after an exponential
