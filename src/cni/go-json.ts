@@ -144,7 +144,11 @@ const foldKey = (key: string): string =>
  * exact spelling wins over a runtime's.)
  */
 export function goField(obj: Record<string, unknown>, key: string): unknown {
+  const want = foldKey(key);
   let value: unknown;
-  for (const k of Object.keys(obj)) if (foldKey(k) === foldKey(key)) value = obj[k];
+  for (const k of Object.keys(obj)) {
+    // Folding keeps the length (ſ and K are one UTF-16 unit, as s and k): only keys of the same length can match.
+    if (k.length === want.length && (k === key || foldKey(k) === want)) value = obj[k];
+  }
   return value;
 }

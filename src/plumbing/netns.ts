@@ -1,6 +1,5 @@
 /** Network namespaces named by path, the way CNI hands them over. */
-import { statfsSync } from "node:fs";
-import { stat, statfs } from "node:fs/promises";
+import { statfsSync, statSync } from "node:fs";
 
 /** nsfs's magic (linux/magic.h): what a live netns file (a bind mount, /proc/<pid>/ns/net) is on. */
 const NSFS_MAGIC = 0x6e736673;
@@ -40,9 +39,12 @@ export interface NetnsIdentity {
  * may not be looked at (EACCES, EPERM: another process's namespace the
  * kernel's ptrace rules hide), which nobody could enter either.
  */
-export async function netnsIdentity(path: string): Promise<NetnsIdentity | undefined> {
+export function netnsIdentity(path: string): NetnsIdentity | undefined {
+  // Synchronous: nsfs and /proc answer from memory, and three identities per
+  // call through the thread pool cost more than the syscalls themselves.
   try {
-    const [st, fs] = await Promise.all([stat(path), statfs(path)]);
+    const st = statSync(path);
+    const fs = statfsSync(path);
     if (fs.type !== NSFS_MAGIC) return undefined;
     return { dev: st.dev, ino: st.ino };
   } catch (err) {

@@ -48,13 +48,18 @@ export class HostNetnsGuard {
     if (!netns) return undefined;
     let id: NetnsIdentity | undefined;
     try {
-      id = await netnsIdentity(netns);
+      id = netnsIdentity(netns);
     } catch (err) {
       return { path: netns, what: `a namespace the driver may not look at (${errnoOf(err)})` };
     }
     if (!id) return undefined;
     for (const p of this.protectedNetns) {
-      const ref = await netnsIdentity(p.path).catch(() => undefined);
+      let ref: NetnsIdentity | undefined;
+      try {
+        ref = netnsIdentity(p.path);
+      } catch {
+        ref = undefined; // a path the driver may not look at: see above
+      }
       if (ref && sameNetns(id, ref)) return p;
     }
     return undefined;
