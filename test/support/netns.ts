@@ -1,7 +1,14 @@
 /** Test network namespaces: unique names, created with iproute2, always removed. */
-import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { execaSync } from "execa";
+import { patient } from "./patience.js";
+
+/** `ip` with these arguments; throws when it fails. */
+const ip = (args: string[]) => execaSync("ip", args);
+
+/** `ip` whose failure is an answer (exitCode), not an error. */
+const ipAnswer = (args: string[], timeoutMs?: number) =>
+  execaSync("ip", args, { reject: false, ...(timeoutMs ? { timeout: patient(timeoutMs) } : {}) });
 
 /** A short random tag for names that must not collide with other runs on the machine. */
 export function uniqueTag(bytes = 3): string {
@@ -14,7 +21,7 @@ export interface TestNetns {
 }
 
 export function createNetns(name: string): TestNetns {
-  execFileSync("ip", ["netns", "add", name]);
+  ip(["netns", "add", name]);
   return { name, path: `/run/netns/${name}` };
 }
 
@@ -25,19 +32,19 @@ export function createNetns(name: string): TestNetns {
  */
 export function createNodeNetns(name: string, address?: string): TestNetns {
   const ns = createNetns(name);
-  execFileSync("ip", ["-n", name, "link", "set", "lo", "up"]);
-  execFileSync("ip", ["-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"]);
-  if (address) execFileSync("ip", ["-n", name, "addr", "add", address, "dev", "eth0"]);
+  ip(["-n", name, "link", "set", "lo", "up"]);
+  ip(["-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"]);
+  if (address) ip(["-n", name, "addr", "add", address, "dev", "eth0"]);
   return ns;
 }
 
 export function deleteNetns(name: string): void {
-  spawnSync("ip", ["netns", "del", name], { stdio: "ignore" });
+  ipAnswer(["netns", "del", name]);
 }
 
 /** Every netns whose name starts with `prefix` (to clean up after a failed test). */
 export function listNetns(prefix: string): string[] {
-  const out = spawnSync("ip", ["netns", "list"], { encoding: "utf8" }).stdout ?? "";
+  const out = ipAnswer(["netns", "list"]).stdout;
   return out
     .split("\n")
     .map((l) => l.split(" ")[0] ?? "")
@@ -54,7 +61,7 @@ export interface NetnsCommandResult {
 /** Runs a command inside the named netns (`ip netns exec`), killed after `timeoutMs`; never throws. */
 export function execInNetns(name: string, cmd: string[], timeoutMs = 10_000): NetnsCommandResult {
   const r = execaSync("ip", ["netns", "exec", name, ...cmd], {
-    timeout: timeoutMs,
+    timeout: patient(timeoutMs),
     stripFinalNewline: false,
     reject: false,
   });
@@ -68,7 +75,7 @@ export function execIn(ns: TestNetns, cmd: string[], timeoutMs = 10_000): NetnsC
 
 /** Links in the host netns whose name starts with `prefix`. */
 export function listHostLinks(prefix: string): string[] {
-  const out = spawnSync("ip", ["-o", "link", "show"], { encoding: "utf8" }).stdout ?? "";
+  const out = ipAnswer(["-o", "link", "show"]).stdout;
   return out
     .split("\n")
     .map((l) => (l.split(": ")[1] ?? "").split("@")[0] ?? "")
@@ -76,7 +83,7 @@ export function listHostLinks(prefix: string): string[] {
 }
 
 export function deleteHostLink(name: string): void {
-  spawnSync("ip", ["link", "del", name], { stdio: "ignore" });
+  ipAnswer(["link", "del", name]);
 }
 
 /** What `ip -j addr show dev <ifName>` reports for one interface inside a netns. */
@@ -91,10 +98,8 @@ export interface NetnsLink {
 /** The interface `ifName` inside the netns, or undefined when it does not exist. */
 export function linkIn(ns: TestNetns | string, ifName: string): NetnsLink | undefined {
   const name = typeof ns === "string" ? ns : ns.name;
-  const r = spawnSync("ip", ["-j", "-n", name, "addr", "show", "dev", ifName], {
-    encoding: "utf8",
-  });
-  if (r.status !== 0) return undefined;
+  const r = ipAnswer(["-j", "-n", name, "addr", "show", "dev", ifName]);
+  if (r.exitCode !== 0) return undefined;
   const parsed = JSON.parse(r.stdout || "[]") as Array<{
     ifname: string;
     mtu: number;
@@ -116,9 +121,7 @@ export function linkIn(ns: TestNetns | string, ifName: string): NetnsLink | unde
 /** One ICMP echo from inside the netns (`ping -c1 -W2`); true when answered. */
 export function pingFrom(ns: TestNetns | string, address: string): boolean {
   const name = typeof ns === "string" ? ns : ns.name;
-  const r = spawnSync("ip", ["netns", "exec", name, "ping", "-c1", "-W2", "-n", address], {
-    stdio: "ignore",
-    timeout: 10_000,
-  });
-  return r.status === 0;
+  return (
+    ipAnswer(["netns", "exec", name, "ping", "-c1", "-W2", "-n", address], 10_000).exitCode === 0
+  );
 }
