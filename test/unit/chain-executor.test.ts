@@ -308,6 +308,21 @@ describe("chain executor through a fake RunPlugin", () => {
       expect(fake.calls).to.deep.equal([]);
     });
 
+    it("of a network gone from the config, whose cache entry holds no config, fails naming why (code 7)", async () => {
+      await cache.write({
+        containerId: ATTACHMENT.containerId,
+        config: new Uint8Array(),
+        ifName: ATTACHMENT.ifName,
+        networkName: "unit-gone",
+        netns: ATTACHMENT.netns,
+        result: { cniVersion: "1.0.0" },
+      });
+      const err = await cniRejectionOf(executor().del(undefined, "unit-gone", ATTACHMENT));
+      expect(err.code).to.equal(ErrorCode.InvalidNetworkConfig);
+      expect(err.message).to.include("holds no config");
+      expect(fake.calls).to.deep.equal([]);
+    });
+
     it("without a cache entry, runs the current config without prevResult", async () => {
       const list = chain("1.0.0");
       await executor().del(list, list.name, ATTACHMENT);

@@ -178,7 +178,8 @@ export class ChainExecutor {
   ): Promise<void> {
     const cached = await this.cache.read(networkName, att.containerId, att.ifName);
     let list = current;
-    if (cached?.config && cached.config.length > 0) {
+    const hasConfig = !!cached?.config && cached.config.length > 0;
+    if (cached?.config && hasConfig) {
       try {
         list = parseNetworkConfigList(cached.config);
       } catch (err) {
@@ -192,7 +193,7 @@ export class ChainExecutor {
       if (!cached) return; // Nothing was set up that we know of, and no config to run: nothing to do.
       throw new CniError(
         ErrorCode.InvalidNetworkConfig,
-        `network ${networkName} is not configured and its cached config is unreadable`,
+        `network ${networkName} is not configured and its cache entry for ${att.containerId}/${att.ifName} ${hasConfig ? "holds a config that cannot be read" : "holds no config (an older cache format)"}`,
       );
     }
     const prev = versionAtLeast(list.cniVersion, "0.4.0")
