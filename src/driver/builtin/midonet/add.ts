@@ -10,7 +10,7 @@ import { convertResult, parseResult, toResult100 } from "../../../cni/result.js"
 import type { Result100, Route } from "../../../cni/types.js";
 import { requireSupportedVersion } from "../../../cni/versions.js";
 import { randomMac } from "../../../plumbing/mac.js";
-import type { PodRoute, VethSpec } from "../../../plumbing/pod-interface-types.js";
+import type { PodInterfaceRef, PodRoute, VethSpec } from "../../../plumbing/pod-interface-types.js";
 import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
 import type { PluginInvocation, RunPlugin } from "../../chain/plugin-runner.js";
 import { DriverErrorCode } from "../error-codes.js";
@@ -55,7 +55,7 @@ export async function add(
   ]);
   const undo = async (ipamAllocated: boolean) => {
     if (pair.status === "fulfilled")
-      await ctx.plumbing.deletePodInterface({ ...veth }).catch(() => false);
+      await ctx.plumbing.deletePodInterface(podInterfaceOf(veth)).catch(() => false);
     // Give the address back before answering: the runtime may never call DEL.
     if (ipamAllocated)
       await ctx.delegate({ ...inv, type: conf.ipam.type, command: "DEL" }).catch(() => undefined);
@@ -75,6 +75,16 @@ export async function add(
     await undo(true);
     throw plumbingError(err, step);
   }
+}
+
+/** What removes the pair again: the host end by name only while it has the MAC ADD gave it. */
+function podInterfaceOf(veth: VethSpec): PodInterfaceRef {
+  return {
+    netns: veth.netns,
+    ifName: veth.ifName,
+    hostIfName: veth.hostIfName,
+    hostMac: veth.hostMac,
+  };
 }
 
 /** Phase 1: the pair, its host end on the bridge when there is one. */
