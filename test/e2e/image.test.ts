@@ -52,6 +52,7 @@ import {
 } from "../support/pod-spec-podman.js";
 import { requireCommand, requireRoot } from "../support/requirements.js";
 import { Podman, removeRoot, runCommand, waitFor } from "../support/runtimes.js";
+import { until } from "../support/until.js";
 
 /** The network the driver's host conflist names (its `name`). */
 const HOST_NETWORK = "cni-driver";
@@ -278,9 +279,13 @@ describe("e2e: the image runs as the DaemonSet says", function () {
     startDriver();
     await driverReady();
     const n = node as NodeMountNamespace;
-    const conflist = JSON.parse(
-      readFileSync(n.path(`/etc/cni/net.d/${HOST_CONFLIST_NAME}`), "utf8"),
-    ) as { name: string; plugins: Array<{ type: string; socket: string }> };
+    // Written once the driver is ready, by temp file and rename: it follows readiness, maybe a moment later.
+    const path = n.path(`/etc/cni/net.d/${HOST_CONFLIST_NAME}`);
+    await until(() => existsSync(path), "the host conflist after readiness");
+    const conflist = JSON.parse(readFileSync(path, "utf8")) as {
+      name: string;
+      plugins: Array<{ type: string; socket: string }>;
+    };
     expect(conflist.name).to.equal(HOST_NETWORK);
     expect(conflist.plugins[0]?.type).to.equal("cni-driver-shim");
     expect(conflist.plugins[0]?.socket).to.equal("/run/cni-driver/driver.sock");
