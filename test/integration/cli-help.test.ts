@@ -121,7 +121,7 @@ describe("cni-driver --help (integration)", function () {
     const bin = join(REPO_ROOT, pkg.bin["cni-driver"] ?? "(no cni-driver bin)");
     // node, with the driver's V8 flags (src/driver/cli.ts says why).
     expect(readFileSync(bin, "utf8").split("\n")[0]).to.equal(
-      "#!/usr/bin/env -S node --max-semi-space-size=1",
+      "#!/usr/bin/env -S node --max-semi-space-size=1 --expose-gc",
     );
     const env = { ...process.env };
     delete env.NODE_OPTIONS; // no tsx: the compiled file must run on its own

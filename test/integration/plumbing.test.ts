@@ -22,6 +22,7 @@ import {
 } from "../../src/plumbing/pod-interface.js";
 import type { LinkInfo } from "../../src/plumbing/pod-interface-types.js";
 import { createNetns, deleteNetns, uniqueTag } from "../support/netns.js";
+import { patient } from "../support/patience.js";
 import { requireRoot } from "../support/requirements.js";
 
 describe("plumbing: netns references", () => {
@@ -554,6 +555,43 @@ describe("plumbing: netlink specifics (root)", function () {
       onBridge: true,
       removed: true,
     });
+  });
+
+  it("ends the worker after a quiet time, with its sockets closed, and starts another at the next call", () => {
+    // In a process of its own: the quiet time is shortened there, not in this one's worker.
+    const script = `
+      import { readdirSync, readFileSync } from "node:fs";
+      const nl = await import(${JSON.stringify(new URL("../../src/plumbing/netlink/index.ts", import.meta.url).href)});
+      const threads = () => Number(/^Threads:\\s+(\\d+)$/m.exec(readFileSync("/proc/self/status", "utf8"))[1]);
+      const fds = () => readdirSync("/proc/self/fd").length;
+      const until = async (what, ok) => {
+        for (let i = 0; i < 400; i++) { if (ok()) return; await new Promise((r) => setTimeout(r, 50)); }
+        throw new Error("still waiting for " + what);
+      };
+      nl.setNetlinkWorkerQuietMs(300);
+      const before = { threads: threads(), fds: fds() };
+      const first = (await nl.showLink("lo", ${JSON.stringify(nsPath)}))?.ifname;
+      const during = { threads: threads(), sockets: (await nl.netlinkStats()).cached };
+      await until("the worker to end", () => threads() === before.threads);
+      const after = { threads: threads(), fds: fds() };
+      const again = (await nl.showLink("lo", ${JSON.stringify(nsPath)}))?.ifname;
+      console.log(JSON.stringify({ before, first, during, after, again }));
+      process.exit(0);
+    `;
+    const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      encoding: "utf8",
+      cwd: new URL("../../", import.meta.url).pathname,
+      env: { ...process.env, CNI_DRIVER_PLUMBING: "netlink" },
+      timeout: patient(60_000),
+    });
+    expect(r.status, r.stderr).to.equal(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}");
+    expect(out.first).to.equal("lo");
+    expect(out.during.threads).to.be.greaterThan(out.before.threads);
+    expect(out.during.sockets).to.equal(1);
+    // Nothing the worker opened is left: the host socket and the netns one are closed.
+    expect(out.after.fds).to.equal(out.before.fds);
+    expect(out.again).to.equal("lo");
   });
 
   it("keeps at most 64 netns sockets and leaks no fd: 200 pods' netns opened, then removed", async () => {

@@ -38,7 +38,10 @@ export function idleCollector(quietMs: number, gc = exposedGc()): IdleCollector 
   };
 }
 
-/** V8's gc(), as `--expose-gc` gives it, without needing the flag on the command line. */
+/**
+ * V8's gc(): the global that `--expose-gc` (the driver's shebang) makes, or, where
+ * the flag is missing (a test's own process), one reached through a new context.
+ */
 export function exposedGc(): () => void {
   const existing = (globalThis as { gc?: () => void }).gc;
   if (typeof existing === "function") return existing;

@@ -4,6 +4,11 @@
  * thread only posts requests and awaits replies, so neither a spawn nor the
  * kernel's time under rtnl_lock blocks its event loop.
  *
+ * The worker is started by the first call and ends after a quiet minute: its
+ * isolate, modules and sockets are about 8 MiB of an idle driver (bench/memory),
+ * and starting it again costs the next call some 80 ms, which a node that sat
+ * quiet that long can spare.
+ *
  * Same signatures and semantics as the iproute2 functions of pod-interface.ts
  * and bridge.ts; errors are NetlinkError (an IpCommandError).
  */
@@ -74,14 +79,27 @@ function tsxApiUrl(): string {
   return pathToFileURL(join(dirname(pkgPath), entry)).href;
 }
 
+/** A worker with no call in flight this long ends; the next call starts another. */
+let quietMs = 60_000;
+
+/** For tests: how long the worker may sit without a call before it ends. */
+export function setNetlinkWorkerQuietMs(ms: number): void {
+  quietMs = ms;
+}
+
 class NetlinkWorker {
   private readonly worker: Worker;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private dead: Error | undefined;
+  private quiet: NodeJS.Timeout | undefined;
+  private retiring = false;
   readonly ready: Promise<string>;
 
-  constructor(private readonly onExit: () => void) {
+  constructor(
+    private readonly onExit: () => void,
+    private readonly onQuiet: () => void,
+  ) {
     const worker = startWorker();
     this.worker = worker;
     this.ready = new Promise<string>((resolve, reject) => {
@@ -91,6 +109,7 @@ class NetlinkWorker {
         if (m.ready) {
           worker.on("message", (r: WorkerReply) => this.settle(r));
           worker.unref();
+          this.armQuiet();
           resolve(m.addon);
         } else reject(new Error(m.reason));
       };
@@ -111,6 +130,7 @@ class NetlinkWorker {
   call<T>(op: NetlinkOpName, args: unknown[], transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.dead) return Promise.reject(this.dead);
     const id = this.nextId++;
+    clearTimeout(this.quiet);
     // Referenced while a call is in flight, so the process waits for its answer.
     if (this.pending.size === 0) this.worker.ref();
     return new Promise<T>((resolve, reject) => {
@@ -123,11 +143,26 @@ class NetlinkWorker {
     return this.worker.terminate();
   }
 
+  /** Closes the worker's sockets and lets it end; it takes no further call. */
+  retire(): void {
+    this.retiring = true;
+    this.call("close", []).catch(() => {}); // a worker already gone has nothing left open
+  }
+
+  private armQuiet(): void {
+    if (this.retiring) return;
+    this.quiet = setTimeout(this.onQuiet, quietMs);
+    this.quiet.unref();
+  }
+
   private settle(r: WorkerReply): void {
     const p = this.pending.get(r.id);
     if (!p) return;
     this.pending.delete(r.id);
-    if (this.pending.size === 0) this.worker.unref();
+    if (this.pending.size === 0) {
+      this.worker.unref();
+      this.armQuiet();
+    }
     if (r.ok) p.resolve(r.value);
     else p.reject(deserializeError(r.error));
   }
@@ -141,12 +176,18 @@ class NetlinkWorker {
 
 let current: NetlinkWorker | undefined;
 
-/** Starts the worker once; a worker that died is replaced at the next call. */
+/** Starts the worker once; a worker that died or ended when quiet is replaced at the next call. */
 function worker(): NetlinkWorker {
   if (!current) {
-    const w = new NetlinkWorker(() => {
-      if (current === w) current = undefined;
-    });
+    const w = new NetlinkWorker(
+      () => {
+        if (current === w) current = undefined;
+      },
+      () => {
+        if (current === w) current = undefined;
+        w.retire();
+      },
+    );
     current = w;
     w.ready.catch(() => {
       if (current === w) current = undefined;

@@ -18,7 +18,9 @@ export type NetlinkOpName =
   /** One raw exchange: [netns | null, message bytes] → answer bytes (transferred). */
   | "request"
   | "stats"
-  | "sweep";
+  | "sweep"
+  /** Closes every socket; the worker ends once it has answered. */
+  | "close";
 
 export interface WorkerRequest {
   id: number;

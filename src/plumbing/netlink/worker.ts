@@ -77,6 +77,11 @@ function main(): void {
       processFds: readdirSync("/proc/self/fd").length - 1,
     }),
     sweep: () => session.sweep(),
+    close: () => {
+      session.close();
+      // Nothing else holds the thread (the sweep timer is unref'd): it ends once the reply is out.
+      setImmediate(() => port.close());
+    },
   };
 
   const reply = (id: number, value: unknown) => {
