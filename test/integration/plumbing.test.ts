@@ -578,12 +578,16 @@ describe("plumbing: netlink specifics (root)", function () {
       console.log(JSON.stringify({ before, first, during, after, again }));
       process.exit(0);
     `;
-    const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-      encoding: "utf8",
-      cwd: new URL("../../", import.meta.url).pathname,
-      env: { ...process.env, CNI_DRIVER_PLUMBING: "netlink" },
-      timeout: patient(60_000),
-    });
+    const r = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", script],
+      {
+        encoding: "utf8",
+        cwd: new URL("../../", import.meta.url).pathname,
+        env: { ...process.env, CNI_DRIVER_PLUMBING: "netlink" },
+        timeout: patient(60_000),
+      },
+    );
     expect(r.status, r.stderr).to.equal(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}");
     expect(out.first).to.equal("lo");
