@@ -24,7 +24,7 @@ import {
   SHIM_TYPE,
 } from "./lifecycle/host-install.js";
 import { driverOptionsFromFlags, SERVE_FLAGS } from "./lifecycle/serve-flags.js";
-import { DriverClient } from "./rpc/client.js";
+import type { DriverClient } from "./rpc/client.js";
 
 const SOCKET_FLAG: FlagSpec = {
   name: "socket",
@@ -267,7 +267,7 @@ async function podCommand(command: "add" | "del" | "check", argv: string[]): Pro
     printCniError({ code: e.code, msg: e.message, details: e.details }, s("cni-version"));
     return 1;
   }
-  const client = new DriverClient(s("socket"));
+  const client = await driverClient(s("socket"));
   try {
     const req = {
       pod: { namespace: s("pod-namespace"), name: s("pod-name"), uid: s("pod-uid") },
@@ -306,9 +306,15 @@ async function podCommand(command: "add" | "del" | "check", argv: string[]): Pro
   }
 }
 
+/** The socket's client, loaded only by the commands that call it: `serve` never holds gRPC's client library. */
+async function driverClient(socket: string): Promise<DriverClient> {
+  const { DriverClient } = await import("./rpc/client.js");
+  return new DriverClient(socket);
+}
+
 async function status(argv: string[]): Promise<number> {
   const f = parseFlags(STATUS_FLAGS, argv);
-  const client = new DriverClient(f.socket as string);
+  const client = await driverClient(f.socket as string);
   try {
     const res = await client.cniStatus(
       { network: (f.network as string) ?? "" },
@@ -335,7 +341,7 @@ async function gc(argv: string[]): Promise<number> {
         throw new UsageError(`--valid takes ID/IFNAME, not ${JSON.stringify(v)}`);
       return { container_id: v.slice(0, i), ifname: v.slice(i + 1) };
     });
-  const client = new DriverClient(f.socket as string);
+  const client = await driverClient(f.socket as string);
   try {
     const res = await client.garbageCollect(
       { networks: [{ network: (f.network as string) ?? "", valid_attachments: valid }] },

@@ -7,24 +7,24 @@
  * one that a process holds (the dial connects, or is not refused: a live driver,
  * perhaps wedged with its backlog full) is left alone and we refuse to start.
  *
- * The listener is ours, not gRPC's, so that connections have limits
- * (connection-gate.ts); one with no call in flight for `idleTimeoutMs` is
- * closed by gRPC (a GOAWAY; clients reconnect on their next call).
+ * The listener is ours, so that connections have limits (connection-gate.ts);
+ * the calls are served by grpc-unary-server.ts, which closes a connection with
+ * no call in flight for `idleTimeoutMs` (a GOAWAY; clients reconnect on their
+ * next call).
  */
 import { chmod, lstat, mkdir, readdir, unlink } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { basename, dirname } from "node:path";
-import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import type pino from "pino";
 import { dialUnixSocket } from "../../common/health.js";
+import { loadServiceCodecs } from "../../wire/codec.js";
 import { MAX_GRPC_MESSAGE_BYTES } from "../../wire/message-size.js";
-import { PROTO_LOADER_OPTIONS, protoPath } from "../../wire/proto-path.js";
 import {
   ConnectionGate,
   type ConnectionLimits,
   DEFAULT_CONNECTION_LIMITS,
 } from "./connection-gate.js";
+import { UnaryGrpcServer } from "./grpc-unary-server.js";
 import { idleCollector } from "./idle-gc.js";
 import type { DriverService } from "./service.js";
 
@@ -35,14 +35,6 @@ export interface GrpcServerHandle {
   /** Connections open now. */
   openConnections(): number;
   forceClose(): void;
-}
-
-export function loadServiceDefinition(): grpc.ServiceDefinition {
-  const def = protoLoader.loadSync(protoPath(), PROTO_LOADER_OPTIONS);
-  const pkg = grpc.loadPackageDefinition(def) as unknown as {
-    cnidriver: { v1: { CNIDriver: grpc.ServiceClientConstructor } };
-  };
-  return pkg.cnidriver.v1.CNIDriver.service;
 }
 
 export async function prepareSocketPath(socketPath: string): Promise<void> {
@@ -96,68 +88,50 @@ export async function startGrpcServer(
   const idle = idleGcMs > 0 ? idleCollector(idleGcMs) : undefined;
   // The start-up (config, recovery) is a burst too.
   idle?.activity();
-  const server = grpcServerFor(service, limits, () => idle?.activity());
-  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-  const gate = new ConnectionGate(limits, opts.logger, (socket) =>
-    injector.injectConnection(socket),
-  );
+  const server = unaryServerFor(service, limits, () => idle?.activity());
+  const gate = new ConnectionGate(limits, opts.logger, (socket) => server.inject(socket));
   const listener = createServer((socket) => gate.admit(socket));
   await listenOwnerOnly(listener, socketPath);
   return {
     socketPath,
     openConnections: () => gate.open.size,
-    close: () =>
-      new Promise<void>((resolve) => {
-        idle?.stop();
-        listener.close();
-        server.tryShutdown(() => resolve());
-      }),
+    close: () => {
+      idle?.stop();
+      listener.close();
+      return server.close();
+    },
     forceClose: () => {
       idle?.stop();
       listener.close();
-      server.forceShutdown();
+      server.forceClose();
       for (const socket of gate.open) socket.destroy();
     },
   };
 }
 
-/** The service's five methods on a gRPC server; `callEnded` after each answer. */
-function grpcServerFor(
+/** The service's five methods on the socket's gRPC server; `callEnded` after each answer. */
+function unaryServerFor(
   service: DriverService,
   limits: ConnectionLimits,
   callEnded: () => void,
-): grpc.Server {
-  const server = new grpc.Server({
-    // Above every field's own limit (src/cni/limits.ts), so an oversized field is
-    // answered with CNI's code 4 rather than refused by gRPC.
-    "grpc.max_receive_message_length": MAX_GRPC_MESSAGE_BYTES,
-    "grpc.max_connection_idle_ms": limits.idleTimeoutMs,
-    // channelz (gRPC's introspection service) is not served here; its bookkeeping
-    // per connection and call would cost memory and time for nothing.
-    "grpc.enable_channelz": 0,
-  });
-  const unary =
-    <Req, Res>(fn: (req: Req) => Promise<Res>): grpc.handleUnaryCall<Req, Res> =>
-    (call, callback) => {
-      fn(call.request).then(
-        (res) => {
-          callback(null, res);
-          callEnded();
-        },
-        (err: unknown) => {
-          callback({ code: grpc.status.INTERNAL, details: String(err) });
-          callEnded();
-        },
-      );
-    };
-  server.addService(loadServiceDefinition(), {
-    SetUpPod: unary((r) => service.setUpPod(r as never)),
-    TearDownPod: unary((r) => service.tearDownPod(r as never)),
-    CheckPod: unary((r) => service.checkPod(r as never)),
-    CniStatus: unary((r) => service.cniStatus(r as never)),
-    GarbageCollect: unary((r) => service.garbageCollect(r as never)),
-  });
-  return server;
+): UnaryGrpcServer {
+  return new UnaryGrpcServer(
+    loadServiceCodecs(),
+    {
+      SetUpPod: (r) => service.setUpPod(r as never),
+      TearDownPod: (r) => service.tearDownPod(r as never),
+      CheckPod: (r) => service.checkPod(r as never),
+      CniStatus: (r) => service.cniStatus(r as never),
+      GarbageCollect: (r) => service.garbageCollect(r as never),
+    },
+    {
+      // Above every field's own limit (src/cni/limits.ts), so an oversized field is
+      // answered with CNI's code 4 rather than refused by gRPC.
+      maxMessageBytes: MAX_GRPC_MESSAGE_BYTES,
+      idleTimeoutMs: limits.idleTimeoutMs,
+      onCallEnded: callEnded,
+    },
+  );
 }
 
 /** umask makes the socket 0600 from its birth: no window where others may connect. */
