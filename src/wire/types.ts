@@ -1,8 +1,9 @@
 /**
  * The messages of proto/cni_driver.proto as TypeScript types, in the shape both
- * the driver (@grpc/proto-loader with PROTO_LOADER_OPTIONS) and the shim's hand
- * codec produce: snake_case names, 64-bit numbers as numbers, absent messages as
- * null/undefined, absent proto3 `optional` scalars left out.
+ * the driver's codec (codec.ts) and its TypeScript client (@grpc/proto-loader)
+ * produce with PROTO_LOADER_OPTIONS: snake_case names, 64-bit numbers as
+ * numbers, absent messages as null/undefined, absent proto3 `optional` scalars
+ * left out.
  */
 
 /** The API version this build speaks (ApiVersion.API_VERSION_V1). */

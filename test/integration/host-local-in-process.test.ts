@@ -1291,6 +1291,43 @@ describe("host-local in-process vs the host-local binary", function () {
       ]);
     });
 
+    it("a lease removed, rewritten or added by hand between two calls is seen by the next (the files kept between calls are not trusted blindly)", async () => {
+      const dir = await mkdtemp(join(root, "by-hand-"));
+      const stdin = conf({ ranges: [[{ subnet: "10.9.1.0/29" }]] })(dir);
+      const leases = join(dir, NET);
+      const step = async (s: Step) =>
+        expectWanted(await inProcess(s, stdin), s.want, describeCall(s));
+      await step(add("h1", "10.9.1.2/29"));
+      await step(add("h2", "10.9.1.3/29"));
+      await step(check("h1"));
+      await rm(join(leases, "10.9.1.2"));
+      await step(check("h1", fails("host-local: Failed to find address added by container h1")));
+      await writeFile(join(leases, "10.9.1.3"), "h9\r\neth0");
+      await step(check("h2", fails("host-local: Failed to find address added by container h2")));
+      await step(check("h9"));
+      await step(del("h9"));
+      expect(existsSync(join(leases, "10.9.1.3")), "h9's lease released").to.equal(false);
+      await writeFile(join(leases, "10.9.1.6"), "h7\r\neth0");
+      await step(
+        add(
+          "h7",
+          fails(
+            "failed to allocate for range 0: 10.9.1.6 has been allocated to h7, duplicate allocation is not allowed",
+          ),
+        ),
+      );
+      await rm(leases, { recursive: true });
+      await step(add("h8", "10.9.1.2/29"));
+      await step(check("h7", fails("host-local: Failed to find address added by container h7")));
+      await writeFile(join(leases, "10.9.1.5"), "h6\r\neth0");
+      await step(del("h6"));
+      expect(Object.keys(await snapshot(leases))).to.deep.equal([
+        "10.9.1.2",
+        "last_reserved_ip.0",
+        "lock",
+      ]);
+    });
+
     it("40 concurrent ADDs, half through the binary, give 40 distinct addresses; 40 DELs free them", async () => {
       const dir = await mkdtemp(join(root, "concurrent-"));
       const stdin = conf({ ranges: [[{ subnet: "10.20.0.0/24" }]] })(dir);

@@ -2,7 +2,7 @@
  * The RPC surface of the driver, apart from what gets configured (Antrea's
  * cniserver split): each handler validates, takes the attachment lock, picks the
  * network from the live config, runs the executor and answers with a CNI result
- * or a CNI error. Transport (grpc-js) lives in server.ts.
+ * or a CNI error. Transport (gRPC on node:http2) lives in server.ts.
  */
 import { performance } from "node:perf_hooks";
 import type pino from "pino";

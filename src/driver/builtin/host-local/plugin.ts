@@ -23,6 +23,7 @@ import type { DNS } from "../../../cni/types.js";
 import { requireSkelVersion, requireSupportedVersion, versionInfo } from "../../../cni/versions.js";
 import type { BuiltinPlugin, PluginInvocation } from "../../chain/plugin-runner.js";
 import { type HostLocalConfig, loadHostLocalConfig, type RequestedIp } from "./config.js";
+import { openLeaseWatcher } from "./lease-index.js";
 import {
   type HostLocalRange,
   parseAddress,
@@ -42,6 +43,8 @@ export interface HostLocalPluginOptions {
 }
 
 export function createHostLocalPlugin(opts: HostLocalPluginOptions): BuiltinPlugin {
+  // Its one descriptor is opened now, with the driver's others, not at the first pod.
+  openLeaseWatcher();
   return {
     // A chain's `ipam` of this type is checked at load (network-config.ts); as
     // a plugin of its own, host-local reads its `ipam` key when it runs.

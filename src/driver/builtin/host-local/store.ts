@@ -26,6 +26,7 @@ import {
 import { dirname, join } from "node:path";
 import { parseIp } from "../../../cni/ip.js";
 import { withFileLock } from "./file-lock.js";
+import { type LeaseFile, leaseFiles, recordOwnChanges } from "./lease-index.js";
 
 const LAST_IP_FILE_PREFIX = "last_reserved_ip.";
 const LINE_BREAK = "\r\n";
@@ -104,15 +105,25 @@ export class HostLocalStore {
       if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
       throw err;
     }
+    const owner = leaseOwner(id, ifName);
     try {
-      writeSync(fd, leaseOwner(id, ifName));
+      writeSync(fd, owner);
     } catch (err) {
       closeSync(fd);
       unlinkSync(file);
+      recordOwnChanges(this.dir, [[ip, undefined]]);
       throw err;
     }
     closeSync(fd);
-    rewrite(join(this.dir, `${LAST_IP_FILE_PREFIX}${rangeId}`), ip);
+    const last = `${LAST_IP_FILE_PREFIX}${rangeId}`;
+    try {
+      rewrite(join(this.dir, last), ip);
+    } finally {
+      recordOwnChanges(this.dir, [
+        [ip, trim(owner)],
+        [last, trim(ip)],
+      ]);
+    }
     return true;
   }
 
@@ -131,7 +142,7 @@ export class HostLocalStore {
     const match = leaseOwner(id, ifName);
     const matchOld = trim(id);
     const ips: string[] = [];
-    for (const [, name, content] of this.files()) {
+    for (const [, name, content] of this.leases()) {
       if ((content === match || content === matchOld) && parseIp(name) !== undefined)
         ips.push(name);
     }
@@ -141,7 +152,7 @@ export class HostLocalStore {
   /** Store.FindByID: whether any lease is this attachment's (new format first, then the id alone). */
   findById(id: string, ifName: string): boolean {
     const match = leaseOwner(id, ifName);
-    const all = [...this.files()];
+    const all = this.leases();
     return all.some(([, , c]) => c === match) || all.some(([, , c]) => c === trim(id));
   }
 
@@ -164,20 +175,30 @@ export class HostLocalStore {
   gc(valid: ReadonlySet<string>): Array<{ ip: string; owner: string }> {
     const validIds = new Set([...valid].map((k) => k.split(LINE_BREAK)[0]));
     const removed: Array<{ ip: string; owner: string }> = [];
-    for (const [path, name, content] of this.files()) {
+    for (const [path, name, content] of this.leases()) {
       if (parseIp(name) === undefined) continue;
       const keep = content.includes(LINE_BREAK) ? valid.has(content) : validIds.has(content);
       if (!keep && unlinkQuietly(path)) removed.push({ ip: name, owner: content });
     }
+    recordOwnChanges(
+      this.dir,
+      removed.map((r) => [r.ip, undefined]),
+    );
     return removed;
   }
 
   private releaseWhere(matches: (content: string) => boolean): boolean {
-    let found = false;
-    for (const [path, , content] of this.files()) {
-      if (matches(content) && unlinkQuietly(path)) found = true;
+    const removed: Array<[string, undefined]> = [];
+    for (const [path, name, content] of this.leases()) {
+      if (matches(content) && unlinkQuietly(path)) removed.push([name, undefined]);
     }
-    return found;
+    recordOwnChanges(this.dir, removed);
+    return removed.length > 0;
+  }
+
+  /** Every file of the network's directory (lease-index.ts keeps them between calls). */
+  private leases(): LeaseFile[] {
+    return leaseFiles(this.dir, () => [...this.files()]);
   }
 
   /**
@@ -185,7 +206,7 @@ export class HostLocalStore {
    * (lexical order, into subdirectories), with its trimmed content; files that
    * cannot be read are passed over.
    */
-  private *files(dir = this.dir): Generator<[path: string, name: string, content: string]> {
+  private *files(dir = this.dir): Generator<LeaseFile> {
     let entries: import("node:fs").Dirent[];
     try {
       entries = readdirSync(dir, { withFileTypes: true });
