@@ -17,6 +17,12 @@
       "sources": ["native/flock/flock.c"],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
+      "target_name": "cni_driver_memory",
+      "sources": ["native/memory/memory.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]
 }

@@ -1,10 +1,11 @@
 /**
  * The project's native parts, as `scripts/setup.sh` and `npm run build:shim` build
- * them on this machine: the three addons in build/Release load and answer (the
+ * them on this machine: the four addons in build/Release load and answer (the
  * driver would otherwise fall back to iproute2, Node's spawn and the host-local
  * binary), and the shim binary answers CNI VERSION. scripts/fresh-machine-check.sh
  * runs this file in a bare Debian root, where nothing was built before.
  */
+import { spawnSync } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -81,6 +82,57 @@ describe("native parts: the addons and the shim binary (integration)", function 
         closeSync(second);
         rmSync(dir, { recursive: true, force: true });
       }
+    });
+
+    it("cni_driver_flock watches a directory: the events name what changed, and its removal makes the watch untrusted", () => {
+      const addon = loaded<{
+        inotifyInit(): number;
+        watchDir(fd: number, path: string): number;
+        drainEvents(fd: number): Array<[number, string, boolean]>;
+      }>("cni_driver_flock");
+      const dir = mkdtempSync(join(tmpdir(), "cni-native-parts-"));
+      const fd = addon.inotifyInit();
+      try {
+        const wd = addon.watchDir(fd, dir);
+        expect(addon.drainEvents(fd), "nothing yet").to.deep.equal([]);
+        closeSync(openSync(join(dir, "10.0.0.2"), "w"));
+        rmSync(join(dir, "10.0.0.2"));
+        expect(addon.drainEvents(fd)).to.deep.equal([
+          [wd, "10.0.0.2", false],
+          [wd, "10.0.0.2", false],
+        ]);
+        rmSync(dir, { recursive: true });
+        const gone = addon.drainEvents(fd);
+        expect(gone.length).to.be.greaterThan(0);
+        expect(gone.every(([w, , untrusted]) => w === wd && untrusted)).to.equal(true);
+      } finally {
+        closeSync(fd);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("cni_driver_memory loads, and gives back the pages of memory freed in the arenas", () => {
+      loaded<{ trim(): boolean }>("cni_driver_memory");
+      // In a process of its own: 40,000 small buffers (malloc'd, not mmap'd), freed, then trimmed.
+      const script = `
+        const addon = require(${JSON.stringify(join(REPO_ROOT, "build/Release/cni_driver_memory.node"))});
+        const rss = () => Number(/VmRSS:\\s+(\\d+)/.exec(require("fs").readFileSync("/proc/self/status", "utf8"))[1]);
+        let held = Array.from({ length: 40000 }, () => Buffer.alloc(1000, 1));
+        held = null;
+        globalThis.gc();
+        const before = rss();
+        const trimmed = addon.trim();
+        console.log(JSON.stringify({ trimmed, before, after: rss() }));
+      `;
+      const r = spawnSync(process.execPath, ["--expose-gc", "-e", script], { encoding: "utf8" });
+      expect(r.status, r.stderr).to.equal(0);
+      const out = JSON.parse(r.stdout.trim()) as {
+        trimmed: boolean;
+        before: number;
+        after: number;
+      };
+      expect(out.trimmed).to.equal(true);
+      expect(out.after, `RSS ${out.before} kB before the trim`).to.be.lessThan(out.before);
     });
   });
 

@@ -10,6 +10,7 @@
  */
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
+import { trimMallocArenas } from "../../common/malloc-trim.js";
 
 export interface IdleCollector {
   /** A call ended: collect once `quietMs` pass without another. */
@@ -17,7 +18,7 @@ export interface IdleCollector {
   stop(): void;
 }
 
-export function idleCollector(quietMs: number, gc = exposedGc()): IdleCollector {
+export function idleCollector(quietMs: number, gc = releaseIdleMemory()): IdleCollector {
   let timer: NodeJS.Timeout | undefined;
   const collect = (): void => {
     timer = undefined;
@@ -35,6 +36,15 @@ export function idleCollector(quietMs: number, gc = exposedGc()): IdleCollector 
       if (timer) clearTimeout(timer);
       timer = undefined;
     },
+  };
+}
+
+/** V8's full collection, then the pages glibc keeps free handed back (common/malloc-trim.ts). */
+export function releaseIdleMemory(): () => void {
+  const gc = exposedGc();
+  return () => {
+    gc();
+    trimMallocArenas();
   };
 }
 

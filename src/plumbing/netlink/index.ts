@@ -17,6 +17,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
+import { trimMallocArenas } from "../../common/malloc-trim.js";
 import type {
   ContainerSideSpec,
   HostAttachment,
@@ -123,6 +124,8 @@ class NetlinkWorker {
         this.fail(err);
         reject(err);
         this.onExit();
+        // Its isolate was freed in its own malloc arena, which glibc keeps otherwise.
+        if (this.retiring) trimMallocArenas();
       });
     });
   }
