@@ -9,8 +9,8 @@ import { connect, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import { expect } from "chai";
+import { type GrpcUnary, grpcServiceClient } from "../../src/driver/rpc/client.js";
 import {
   parseTimeoutMs,
   percentEncode,
@@ -19,14 +19,6 @@ import {
 } from "../../src/driver/rpc/grpc-unary-server.js";
 import { loadServiceCodecs } from "../../src/wire/codec.js";
 import { GrpcStatus } from "../../src/wire/grpc-status.js";
-import { PROTO_LOADER_OPTIONS, protoPath } from "../../src/wire/proto-path.js";
-
-type Unary = (
-  req: unknown,
-  meta: grpc.Metadata,
-  opts: grpc.CallOptions,
-  cb: (err: grpc.ServiceError | null, res: unknown) => void,
-) => void;
 
 const MAX = 64 * 1024;
 
@@ -36,7 +28,7 @@ describe("the driver's gRPC server", function () {
   let socketPath: string;
   let listener: Server;
   let server: UnaryGrpcServer;
-  let client: grpc.Client & Record<string, Unary>;
+  let client: grpc.Client & Record<string, GrpcUnary>;
   let handlers: Record<string, UnaryHandler>;
   let ended: number;
 
@@ -63,15 +55,7 @@ describe("the driver's gRPC server", function () {
     );
     listener = createServer((socket) => server.inject(socket));
     await new Promise<void>((resolve) => listener.listen(socketPath, resolve));
-    const def = protoLoader.loadSync(protoPath(), PROTO_LOADER_OPTIONS);
-    const pkg = grpc.loadPackageDefinition(def) as unknown as {
-      cnidriver: { v1: { CNIDriver: grpc.ServiceClientConstructor } };
-    };
-    client = new pkg.cnidriver.v1.CNIDriver(
-      `unix:${socketPath}`,
-      grpc.credentials.createInsecure(),
-      { "grpc.max_send_message_length": 4 * MAX },
-    ) as never;
+    client = grpcServiceClient(socketPath, { "grpc.max_send_message_length": 4 * MAX });
   });
 
   afterEach(async () => {
@@ -83,7 +67,7 @@ describe("the driver's gRPC server", function () {
 
   const call = (method: string, req: unknown, timeoutMs = 10_000) =>
     new Promise<{ err: grpc.ServiceError | null; res: unknown }>((resolve) => {
-      const fn = client[method] as Unary;
+      const fn = client[method] as GrpcUnary;
       fn.call(
         client,
         req,

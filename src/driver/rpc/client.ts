@@ -25,35 +25,44 @@ import {
   type WireCniError,
 } from "../../wire/types.js";
 
-type Unary = (
+/** One of the service's methods on grpc-js's generated client. */
+export type GrpcUnary = (
   req: unknown,
   meta: grpc.Metadata,
   opts: grpc.CallOptions,
   cb: (err: grpc.ServiceError | null, res: unknown) => void,
 ) => void;
 
+/** grpc-js's client of the service on a unix socket, its methods by name. */
+export function grpcServiceClient(
+  socketPath: string,
+  options: grpc.ChannelOptions = {},
+): grpc.Client & Record<string, GrpcUnary> {
+  const def = protoLoader.loadSync(protoPath(), PROTO_LOADER_OPTIONS);
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    cnidriver: { v1: { CNIDriver: grpc.ServiceClientConstructor } };
+  };
+  return new pkg.cnidriver.v1.CNIDriver(
+    `unix:${socketPath}`,
+    grpc.credentials.createInsecure(),
+    options,
+  ) as never;
+}
+
 export interface CallOptions {
   timeoutMs?: number;
 }
 
 export class DriverClient {
-  private readonly client: grpc.Client & Record<string, Unary>;
+  private readonly client: grpc.Client & Record<string, GrpcUnary>;
 
   constructor(readonly socketPath: string) {
-    const def = protoLoader.loadSync(protoPath(), PROTO_LOADER_OPTIONS);
-    const pkg = grpc.loadPackageDefinition(def) as unknown as {
-      cnidriver: { v1: { CNIDriver: grpc.ServiceClientConstructor } };
-    };
-    this.client = new pkg.cnidriver.v1.CNIDriver(
-      `unix:${socketPath}`,
-      grpc.credentials.createInsecure(),
-      {
-        // The driver's own bound both ways: a request it would refuse fails here,
-        // and no answer it sends is too large to read.
-        "grpc.max_send_message_length": MAX_GRPC_MESSAGE_BYTES,
-        "grpc.max_receive_message_length": MAX_GRPC_MESSAGE_BYTES,
-      },
-    ) as never;
+    this.client = grpcServiceClient(socketPath, {
+      // The driver's own bound both ways: a request it would refuse fails here,
+      // and no answer it sends is too large to read.
+      "grpc.max_send_message_length": MAX_GRPC_MESSAGE_BYTES,
+      "grpc.max_receive_message_length": MAX_GRPC_MESSAGE_BYTES,
+    });
   }
 
   setUpPod(req: Partial<PodRequest>, o?: CallOptions): Promise<PodResponse> {
@@ -110,7 +119,7 @@ export class DriverClient {
   ): Promise<T> {
     return new Promise((resolve) => {
       const deadline = new Date(Date.now() + (o?.timeoutMs ?? 120_000));
-      const fn = this.client[method] as Unary;
+      const fn = this.client[method] as GrpcUnary;
       fn.call(this.client, req, new grpc.Metadata(), { deadline }, (err, res) => {
         if (err) resolve(onTransportError(transportError(err, this.socketPath)));
         else resolve(res as T);
