@@ -27,6 +27,7 @@ import { type EnvRecord, type PluginEnv, parsePluginEnv } from "./env.js";
 import { CniError, ErrorCode } from "./errors.js";
 import { type GcAttachment, parseGcValidAttachments } from "./gc.js";
 import { goTypeName, utf8Text } from "./go-json.js";
+import { requireStdinConfigSize } from "./limits.js";
 import { validateNetworkName } from "./names.js";
 import { socketPathProblem } from "./socket-path.js";
 import {
@@ -45,8 +46,6 @@ export const DEFAULT_TIMEOUT_SECONDS = 30;
  * to every build of it.
  */
 export const MAX_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
-/** 1 MiB: far above any real configuration (prevResult included). */
-export const MAX_CONFIG_BYTES = 1024 * 1024;
 
 export interface ShimConfig {
   /** The network name of the runtime's conflist (not the driver network). */
@@ -167,14 +166,6 @@ export interface CheckedShimCall {
 
 export type ShimCallCheck = { command: "VERSION" } | CheckedShimCall;
 
-/** The answer to stdin past MAX_CONFIG_BYTES: the shim stops reading there. */
-export function configTooLarge(): CniError {
-  return new CniError(
-    ErrorCode.DecodingFailure,
-    `error reading network config from stdin: more than ${MAX_CONFIG_BYTES} bytes, which is no CNI configuration`,
-  );
-}
-
 /**
  * Every check the shim makes before a call, in the shim's order (the first
  * failure is the answer): the environment (skel's), VERSION answered with no
@@ -185,7 +176,8 @@ export function configTooLarge(): CniError {
 export function checkShimCall(env: EnvRecord, stdin: Uint8Array): ShimCallCheck {
   const pluginEnv = parsePluginEnv(env);
   if (pluginEnv.command === "VERSION") return { command: "VERSION" };
-  if (stdin.length > MAX_CONFIG_BYTES) throw configTooLarge();
+  // The driver's own limit and answer (limits.ts): code 4, before the JSON is decoded.
+  requireStdinConfigSize(stdin.length);
   const conf = parseShimConfig(stdin);
   requireVerbSupported(pluginEnv.command, conf.cniVersion);
   const call: CheckedShimCall = {

@@ -44,9 +44,14 @@ static void wait_for(int fd, short events) {
   poll(&p, 1, -1);
 }
 
-/* All of fd 0, up to MAX_STDIN_BYTES: a runtime's pipe, blocking or not. */
+/*
+ * All of fd 0, up to MAX_STDIN_BYTES: a runtime's pipe, blocking or not. Past
+ * the limit the rest is read and counted, not kept, so the answer says the size
+ * as the driver's does (src/cni/limits.ts: code 4).
+ */
 static bool read_stdin(struct text *in, struct cni_error *err) {
   char buf[65536];
+  size_t total = 0;
   for (;;) {
     ssize_t n = read(0, buf, sizeof buf);
     if (n < 0) {
@@ -57,14 +62,15 @@ static bool read_stdin(struct text *in, struct cni_error *err) {
       }
       return cni_fail(err, CNI_IO_FAILURE, NULL, "error reading from stdin: %s", strerror(errno));
     }
-    if (n == 0) return true;
-    if (in->len + (size_t)n > MAX_STDIN_BYTES)
-      return cni_fail(err, CNI_DECODING_FAILURE, NULL,
-                      "error reading network config from stdin: more than %d bytes, which is no "
-                      "CNI configuration",
-                      MAX_STDIN_BYTES);
-    text_add(in, buf, (size_t)n);
+    if (n == 0) break;
+    total += (size_t)n;
+    if (total <= MAX_STDIN_BYTES) text_add(in, buf, (size_t)n);
   }
+  if (total > MAX_STDIN_BYTES)
+    return cni_fail(err, CNI_INVALID_ENVIRONMENT, NULL,
+                    "stdin config is too large: %zu bytes; at most %d bytes", total,
+                    MAX_STDIN_BYTES);
+  return true;
 }
 
 /* Writes the answer whole; a runtime that closed our stdout early gets none. */
