@@ -24,8 +24,8 @@ export interface VxlanSpec {
   /** The device's MAC: the VTEP MAC peers write into their entries. */
   mac: string;
   mtu: number;
-  /** This node's VTEP address with its prefix ("10.244.1.0/32"). */
-  address: string;
+  /** This node's VTEP addresses with their prefixes ("10.244.1.0/32", "fd00:10:244:1::/128"). */
+  addresses: readonly string[];
 }
 
 export interface FdbEntry {
@@ -112,16 +112,18 @@ export async function ensureVxlan(spec: VxlanSpec): Promise<string[]> {
       changes.push(`mtu ${link.mtu} -> ${spec.mtu}`);
     }
   }
-  const v4 = (link?.addr_info ?? [])
-    .filter((a) => a.family === "inet")
+  // The kernel's own IPv6 link-local address is not ours to compare or remove.
+  const have = (link?.addr_info ?? [])
+    .filter((a) => a.family === "inet" || (a.family === "inet6" && a.scope === "global"))
     .map((a) => `${a.local}/${a.prefixlen}`);
-  for (const stale of v4.filter((a) => a !== spec.address)) {
+  for (const stale of have.filter((a) => !spec.addresses.includes(a))) {
     cmds.push(`addr del ${stale} dev ${spec.name}`);
     changes.push(`address ${stale} removed`);
   }
-  if (!v4.includes(spec.address)) {
-    cmds.push(`addr replace ${spec.address} dev ${spec.name}`);
-    if (link) changes.push(`address ${spec.address} added`);
+  for (const address of spec.addresses.filter((a) => !have.includes(a))) {
+    // nodad: the device has no peer to answer a duplicate-address probe, and no one shares it.
+    cmds.push(`addr replace ${address} dev ${spec.name}${address.includes(":") ? " nodad" : ""}`);
+    if (link) changes.push(`address ${address} added`);
   }
   if (!link || !(link as { flags?: string[] }).flags?.includes("UP")) {
     cmds.push(`link set dev ${spec.name} up`);

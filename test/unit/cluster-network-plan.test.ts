@@ -126,7 +126,7 @@ describe("cluster network plan", () => {
       port: 4799,
       local: "192.0.2.1",
       mac: vtepMacOf("a"),
-      address: "10.244.1.0/32",
+      addresses: ["10.244.1.0/32"],
     });
     expect(p.routes).to.deep.equal([
       { dst: "10.244.2.0/24", via: "10.244.2.0", dev: "midokube-vxlan", onlink: true },
@@ -156,6 +156,53 @@ describe("cluster network plan", () => {
     ]);
     expect(p.skipped).to.deep.equal([
       { node: "d", reason: "its Node does not publish its VTEP MAC yet" },
+    ]);
+  });
+
+  it("dual stack: an IPv6 pod CIDR crosses the same IPv4 tunnel (its own VTEP address and neighbour, the peer's one forwarding entry), or host-gw over an on-link IPv6 node address", () => {
+    const dual = (name: string, n: number, ip: string, ip6?: string, mac?: string) =>
+      clusterNodeOf({
+        metadata: { name, ...(mac ? { annotations: { [VTEP_MAC_ANNOTATION]: mac } } : {}) },
+        spec: { podCIDRs: [`10.244.${n}.0/24`, `fd00:10:244:${n}::/64`] },
+        status: {
+          addresses: [
+            { type: "InternalIP", address: ip },
+            ...(ip6 ? [{ type: "InternalIP", address: ip6 }] : []),
+          ],
+        },
+      } as never) as NonNullable<ReturnType<typeof clusterNodeOf>>;
+    const self = dual("a", 1, "192.0.2.1", "2001:db8::1");
+    const near = dual("b", 2, "192.0.2.2", "2001:db8::2", "02:00:00:00:00:02");
+    const far = dual("c", 3, "198.51.100.3", undefined, "02:00:00:00:00:03");
+    const p = planCrossNode({
+      settings: settings(),
+      selfName: "a",
+      nodes: [self, near, far],
+      onLink: (ip) => ip.startsWith("192.0.2.") || ip.startsWith("2001:db8::"),
+    });
+    expect(p.vxlan?.addresses).to.deep.equal(["10.244.1.0/32", "fd00:10:244:1::/128"]);
+    expect(p.routes).to.deep.equal([
+      { dst: "10.244.2.0/24", via: "192.0.2.2" },
+      { dst: "fd00:10:244:2::/64", via: "2001:db8::2" },
+      { dst: "10.244.3.0/24", via: "10.244.3.0", dev: "midokube-vxlan", onlink: true },
+      { dst: "fd00:10:244:3::/64", via: "fd00:10:244:3::", dev: "midokube-vxlan", onlink: true },
+    ]);
+    expect(p.fdb).to.deep.equal([{ mac: "02:00:00:00:00:03", dst: "198.51.100.3" }]);
+    expect(p.neighbours).to.deep.equal([
+      { ip: "10.244.3.0", mac: "02:00:00:00:00:03" },
+      { ip: "fd00:10:244:3::", mac: "02:00:00:00:00:03" },
+    ]);
+    expect(p.skipped).to.deep.equal([]);
+    // host-gw alone cannot reach the far node in either family.
+    const gw = planCrossNode({
+      settings: settings({ crossNode: "host-gw" }),
+      selfName: "a",
+      nodes: [self, far],
+      onLink: (ip) => ip.startsWith("192.0.2."),
+    });
+    expect(gw.skipped.map((x) => x.reason)).to.deep.equal([
+      "198.51.100.3 is not on a subnet of this node: host-gw cannot reach 10.244.3.0/24",
+      "no IPv6 address in its status.addresses to reach fd00:10:244:3::/64 by",
     ]);
   });
 

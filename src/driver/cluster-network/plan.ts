@@ -7,11 +7,14 @@
  * Per peer Node and family:
  * - host-gw: `<peer pod CIDR> via <peer node address>` — the peer must be on a
  *   subnet of this node (one L2 segment), else the kernel refuses the route;
- * - vxlan (IPv4): `<peer pod CIDR> via <peer VTEP address> dev midokube-vxlan
+ * - vxlan: `<peer pod CIDR> via <peer VTEP address> dev midokube-vxlan
  *   onlink`, the neighbour `<peer VTEP address> lladdr <peer VTEP MAC>` and the
  *   forwarding entry `<peer VTEP MAC> dst <peer node address>`. A node's VTEP
  *   address is its pod CIDR's network address (flannel's choice: unique per
- *   node, never a pod's), its MAC the one its Node's annotation publishes;
+ *   node, never a pod's), its MAC the one its Node's annotation publishes. The
+ *   tunnel runs over the nodes' IPv4 addresses and carries both families: an
+ *   IPv6 pod CIDR gets its own VTEP address (its network address) and
+ *   neighbour, and shares the peer's forwarding entry;
  * - auto: host-gw for peers on a subnet of this node, vxlan for the others.
  */
 import { createHash } from "node:crypto";
@@ -49,8 +52,8 @@ export interface VxlanDevicePlan {
   port: number;
   local: string;
   mac: string;
-  /** "10.244.1.0/32". */
-  address: string;
+  /** The VTEP addresses: "10.244.1.0/32", and "fd00:10:244:1::/128" with an IPv6 pod CIDR. */
+  addresses: string[];
 }
 
 export interface CrossNodePlan {
@@ -94,7 +97,8 @@ export function planCrossNode(i: CrossNodeInputs): CrossNodePlan {
   if (mode === "none") return plan;
   const self = i.nodes.find((n) => n.name === i.selfName);
   const ownV4 = self?.podCidrs.v4 ?? i.localPodCidrV4;
-  const own = [ownV4, self?.podCidrs.v6].filter((c): c is string => c !== undefined);
+  const ownV6 = self?.podCidrs.v6;
+  const own = [ownV4, ownV6].filter((c): c is string => c !== undefined);
   if ((mode === "vxlan" || mode === "auto") && self?.ipv4 && ownV4) {
     plan.vxlan = {
       name: VXLAN_DEVICE,
@@ -102,7 +106,7 @@ export function planCrossNode(i: CrossNodeInputs): CrossNodePlan {
       port: i.settings.vxlan.port,
       local: self.ipv4,
       mac: vtepMacOf(i.selfName),
-      address: `${vtepAddressOf(ownV4)}/32`,
+      addresses: [`${vtepAddressOf(ownV4)}/32`, ...(ownV6 ? [`${vtepAddressOf(ownV6)}/128`] : [])],
     };
   }
   const skip = (node: string, reason: string) => plan.skipped.push({ node, reason });
@@ -122,22 +126,24 @@ export function planCrossNode(i: CrossNodeInputs): CrossNodePlan {
         skip(peer.name, `its pod CIDR ${dst} overlaps this node's ${clash}`);
         continue;
       }
-      if (!under) {
-        skip(peer.name, `no IPv${family} address in its status.addresses to reach ${dst} by`);
-        continue;
-      }
-      const direct = mode !== "vxlan" && i.onLink(under);
+      const direct = mode !== "vxlan" && under !== undefined && i.onLink(under);
       if (direct) {
         plan.routes.push({ dst, via: under });
         plan.nodeOf.set(dst, peer.name);
         continue;
       }
       if (mode === "host-gw") {
-        skip(peer.name, `${under} is not on a subnet of this node: host-gw cannot reach ${dst}`);
+        skip(
+          peer.name,
+          under
+            ? `${under} is not on a subnet of this node: host-gw cannot reach ${dst}`
+            : `no IPv${family} address in its status.addresses to reach ${dst} by`,
+        );
         continue;
       }
-      if (family === 6) {
-        skip(peer.name, `${dst}: VXLAN carries IPv4 pod ranges only`);
+      // VXLAN, over the nodes' IPv4 addresses whatever the pod CIDR's family.
+      if (!peer.ipv4) {
+        skip(peer.name, `no IPv4 address in its status.addresses to reach ${dst} by`);
         continue;
       }
       if (!plan.vxlan) {
@@ -151,7 +157,8 @@ export function planCrossNode(i: CrossNodeInputs): CrossNodePlan {
       const vtep = vtepAddressOf(dst);
       plan.routes.push({ dst, via: vtep, dev: VXLAN_DEVICE, onlink: true });
       plan.nodeOf.set(dst, peer.name);
-      plan.fdb.push({ mac: peer.vtepMac, dst: under });
+      if (!plan.fdb.some((e) => e.mac === peer.vtepMac && e.dst === peer.ipv4))
+        plan.fdb.push({ mac: peer.vtepMac, dst: peer.ipv4 });
       plan.neighbours.push({ ip: vtep, mac: peer.vtepMac });
     }
   }
