@@ -10,14 +10,16 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
-import { ROUTE_PROTOCOL } from "../../src/driver/cluster-network/plan.js";
 import { VXLAN_DEVICE } from "../../src/driver/cluster-network/settings.js";
 import {
   type ClusterMember,
   ClusterUnderlay,
+  driverRoutes,
   inNs,
   printMemberLogs,
   tearDownCluster,
+  vxlanFdb,
+  vxlanNeighbours,
 } from "../support/cluster-nodes.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
@@ -28,31 +30,11 @@ import { until } from "../support/until.js";
 const eventually = <T>(probe: () => T | undefined | null | false, what: string) =>
   until(probe, what, 30_000);
 
-interface RouteJson {
-  dst: string;
-  gateway?: string;
-  dev?: string;
-  flags?: string[];
-}
-
-function routes6(ns: string): RouteJson[] {
-  const r = inNs(ns, ["ip", "-j", "-6", "route", "show", "proto", String(ROUTE_PROTOCOL)]);
-  return JSON.parse(r.stdout || "[]");
-}
-
-function fdb(ns: string): string[] {
-  const r = inNs(ns, ["bridge", "-j", "fdb", "show", "dev", VXLAN_DEVICE]);
-  return (JSON.parse(r.stdout || "[]") as Array<{ mac: string; dst?: string }>)
-    .filter((e) => e.dst)
-    .map((e) => `${e.mac} ${e.dst}`);
-}
-
-function neighbours(ns: string): string[] {
-  const r = inNs(ns, ["ip", "-j", "neigh", "show", "dev", VXLAN_DEVICE, "nud", "permanent"]);
-  return (JSON.parse(r.stdout || "[]") as Array<{ dst: string; lladdr: string }>)
-    .map((n) => `${n.dst} ${n.lladdr}`)
+const fdb = (ns: string): string[] => vxlanFdb(ns).map((e) => `${e.mac} ${e.dst}`);
+const neighbours = (ns: string): string[] =>
+  vxlanNeighbours(ns)
+    .map((n) => `${n.ip} ${n.mac}`)
     .sort();
-}
 
 describe("cluster network, dual stack: IPv6 pod ranges over the IPv4 VXLAN tunnel", function () {
   this.timeout(180_000);
@@ -137,7 +119,7 @@ describe("cluster network, dual stack: IPv6 pod ranges over the IPv4 VXLAN tunne
       const vtep6 = `fd00:10:244:${peer.h.opts.subnetOctet}::`;
       await eventually(
         () =>
-          routes6(m.node.netns).some(
+          driverRoutes(m.node.netns, 6).some(
             (r) =>
               r.dst === v6Cidr(peer) &&
               r.gateway === vtep6 &&

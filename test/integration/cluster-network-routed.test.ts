@@ -16,11 +16,14 @@ import { VXLAN_DEVICE } from "../../src/driver/cluster-network/settings.js";
 import {
   type ClusterMember,
   ClusterUnderlay,
+  driverRoutes,
   inNs,
   printMemberLogs,
   startMembers,
   tearDownCluster,
   UNDERLAY,
+  vxlanFdb,
+  vxlanNeighbours,
 } from "../support/cluster-nodes.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
@@ -35,17 +38,7 @@ const ECHO_PORT = 7070;
 
 type Member = ClusterMember;
 
-interface RouteJson {
-  dst: string;
-  gateway?: string;
-  dev?: string;
-  flags?: string[];
-}
-
-function routes(ns: string): RouteJson[] {
-  const r = inNs(ns, ["ip", "-j", "-4", "route", "show", "proto", String(ROUTE_PROTOCOL)]);
-  return JSON.parse(r.stdout || "[]");
-}
+const routes = (ns: string) => driverRoutes(ns);
 
 const routeTo = (ns: string, dst: string) => routes(ns).find((r) => r.dst === dst);
 
@@ -54,18 +47,14 @@ function vxlanIfindex(ns: string): number | undefined {
   return r.status === 0 ? JSON.parse(r.stdout)[0]?.ifindex : undefined;
 }
 
-function fdbDsts(ns: string): string[] {
-  const r = inNs(ns, ["bridge", "-j", "fdb", "show", "dev", VXLAN_DEVICE]);
-  return (JSON.parse(r.stdout || "[]") as Array<{ dst?: string }>)
+const fdbDsts = (ns: string): string[] =>
+  vxlanFdb(ns)
     .map((e) => e.dst)
-    .filter((d): d is string => !!d)
     .sort();
-}
-
-function neighbours(ns: string): string[] {
-  const r = inNs(ns, ["ip", "-j", "neigh", "show", "dev", VXLAN_DEVICE]);
-  return (JSON.parse(r.stdout || "[]") as Array<{ dst: string }>).map((n) => n.dst).sort();
-}
+const neighbours = (ns: string): string[] =>
+  vxlanNeighbours(ns)
+    .map((n) => n.ip)
+    .sort();
 
 describe("cluster network across a router: a fourth node off the underlay's subnet (auto picks VXLAN), and a driver restart", function () {
   this.timeout(180_000);

@@ -18,9 +18,11 @@ import { VXLAN_DEVICE } from "../../src/driver/cluster-network/settings.js";
 import {
   type ClusterMember,
   ClusterUnderlay,
+  vxlanFdb as fdb,
   inNs,
   OUTSIDE_ADDRESS,
   printMemberLogs,
+  driverRoutes as routes,
   startMembers,
   type TestNode,
   tearDownCluster,
@@ -72,14 +74,6 @@ function kubeProxyNftables(services: { name: string; ip: string; endpoint: strin
 
 type Member = ClusterMember;
 
-function routes(
-  ns: string,
-  family: 4 | 6 = 4,
-): Array<{ dst: string; gateway?: string; dev?: string; flags?: string[] }> {
-  const r = inNs(ns, ["ip", "-j", `-${family}`, "route", "show", "proto", String(ROUTE_PROTOCOL)]);
-  return JSON.parse(r.stdout || "[]");
-}
-
 function routeTo(ns: string, dst: string) {
   return routes(ns).find((r) => r.dst === dst);
 }
@@ -92,13 +86,6 @@ function vxlanInfo(
   const l = JSON.parse(r.stdout)[0];
   const d = l.linkinfo.info_data;
   return { mac: l.address, vni: d.id, port: d.port, local: d.local, mtu: l.mtu };
-}
-
-function fdb(ns: string): Array<{ mac: string; dst: string }> {
-  const r = inNs(ns, ["bridge", "-j", "fdb", "show", "dev", VXLAN_DEVICE]);
-  return (JSON.parse(r.stdout || "[]") as Array<{ mac: string; dst?: string }>)
-    .filter((e) => e.dst)
-    .map((e) => ({ mac: e.mac, dst: e.dst as string }));
 }
 
 function txPackets(ns: string, dev: string): number {

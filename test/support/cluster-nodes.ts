@@ -15,6 +15,8 @@ import { rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
 import { execaSync } from "execa";
+import { ROUTE_PROTOCOL } from "../../src/driver/cluster-network/plan.js";
+import { VXLAN_DEVICE } from "../../src/driver/cluster-network/settings.js";
 import { type DriverHarness, expectNoCniError } from "./driver-harness.js";
 import { createNetns, deleteNetns, execInNetns, listNetns, uniqueTag } from "./netns.js";
 import { startNetnsScript } from "./pod-server.js";
@@ -42,6 +44,45 @@ export interface TestNode {
   name: string;
   netns: string;
   address: string;
+}
+
+/** A route as `ip -j route` prints it. */
+export interface RouteJson {
+  dst: string;
+  gateway?: string;
+  dev?: string;
+  flags?: string[];
+}
+
+/** The node's routes of `family` that carry the driver's route protocol. */
+export function driverRoutes(ns: string, family: 4 | 6 = 4): RouteJson[] {
+  const r = execInNetns(ns, [
+    "ip",
+    "-j",
+    `-${family}`,
+    "route",
+    "show",
+    "proto",
+    String(ROUTE_PROTOCOL),
+  ]);
+  return JSON.parse(r.stdout || "[]");
+}
+
+/** The VXLAN device's remote forwarding entries. */
+export function vxlanFdb(ns: string): Array<{ mac: string; dst: string }> {
+  const r = execInNetns(ns, ["bridge", "-j", "fdb", "show", "dev", VXLAN_DEVICE]);
+  return (JSON.parse(r.stdout || "[]") as Array<{ mac: string; dst?: string }>)
+    .filter((e) => e.dst)
+    .map((e) => ({ mac: e.mac, dst: e.dst as string }));
+}
+
+/** The VXLAN device's permanent neighbours, both families. */
+export function vxlanNeighbours(ns: string): Array<{ ip: string; mac: string }> {
+  const r = execInNetns(ns, ["ip", "-j", "neigh", "show", "dev", VXLAN_DEVICE, "nud", "permanent"]);
+  return (JSON.parse(r.stdout || "[]") as Array<{ dst: string; lladdr: string }>).map((n) => ({
+    ip: n.dst,
+    mac: n.lladdr,
+  }));
 }
 
 /** A node with its driver, and the address of the pod set up on it. */
