@@ -4,7 +4,8 @@
  * `crossNode: "auto"` reaches the other over VXLAN. The tunnel runs over the
  * nodes' IPv4 addresses and carries both families: each IPv6 pod CIDR gets a
  * route via the peer's IPv6 VTEP address, a neighbour for it, and shares the
- * peer's one forwarding entry; pods ping each other over both families.
+ * peer's one forwarding entry; pods ping each other over both families. IPv6
+ * traffic leaving clusterCidrIPv6 is masqueraded to the node's IPv6 address.
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -35,6 +36,11 @@ const neighbours = (ns: string): string[] =>
   vxlanNeighbours(ns)
     .map((n) => `${n.ip} ${n.mac}`)
     .sort();
+
+const ECHO_PORT = 7071;
+/** Documentation addresses (2001:db8::/32) on the underlay's segment. */
+const NODE_A_V6 = "2001:db8::31";
+const OUTSIDE_V6 = "2001:db8::200";
 
 describe("cluster network, dual stack: IPv6 pod ranges over the IPv4 VXLAN tunnel", function () {
   this.timeout(180_000);
@@ -82,7 +88,11 @@ describe("cluster network, dual stack: IPv6 pod ranges over the IPv4 VXLAN tunne
       ipam.ranges = [[{ subnet: "usePodCidr" }], [{ subnet: "usePodCidrIPv6" }]];
       await m.h.writeConfig({
         "pod-network.conflist": JSON.stringify(conflist),
-        "driver.json": JSON.stringify({ crossNode: "auto", clusterCidr: "10.244.0.0/16" }),
+        "driver.json": JSON.stringify({
+          crossNode: "auto",
+          clusterCidr: "10.244.0.0/16",
+          clusterCidrIPv6: "fd00:10:244::/48",
+        }),
       });
       server.put("nodes", {
         metadata: { name: m.node.name },
@@ -158,5 +168,21 @@ describe("cluster network, dual stack: IPv6 pod ranges over the IPv4 VXLAN tunne
       "node-d's pod → node-a's over IPv6",
     );
     expect(pingFrom(a.h.netnsName(1), d.pod), "and over IPv4").to.equal(true);
+  });
+
+  it("a pod's IPv6 traffic leaving clusterCidrIPv6 reaches the outside from the node's IPv6 address; inside it, the pod keeps its own", async () => {
+    const [a, d] = members as [ClusterMember, ClusterMember];
+    // node-a and the outside share the underlay's segment in IPv6 too.
+    inNs(a.node.netns, ["ip", "addr", "add", `${NODE_A_V6}/64`, "dev", "eth0", "nodad"]);
+    inNs(ul.outside, ["ip", "addr", "add", `${OUTSIDE_V6}/64`, "dev", "eth0", "nodad"]);
+    await ul.startPeerEcho(ul.outside, ECHO_PORT, "::");
+    await eventually(
+      () => ul.tcpFrom(a.h.netnsName(1), OUTSIDE_V6, ECHO_PORT) === NODE_A_V6,
+      "the outside sees node-a's IPv6 address",
+    );
+    await ul.startPeerEcho(d.h.netnsName(1), ECHO_PORT, "::");
+    expect(ul.tcpFrom(a.h.netnsName(1), pod6.get(d) as string, ECHO_PORT), "pod to pod").to.equal(
+      pod6.get(a),
+    );
   });
 });

@@ -246,11 +246,12 @@ export class ClusterUnderlay {
 
   /**
    * A TCP server in `ns` answering each connection with the address it came
-   * from (what the far side sees after any NAT), then closing.
+   * from (what the far side sees after any NAT), then closing; on `host`
+   * ("::" for both families).
    */
-  async startPeerEcho(ns: string, port: number): Promise<ChildProcess> {
+  async startPeerEcho(ns: string, port: number, host = "0.0.0.0"): Promise<ChildProcess> {
     const script = `require("node:net").createServer((s) => s.end(s.remoteAddress.replace(/^::ffff:/, "")))
-      .listen(${port}, "0.0.0.0", () => console.log("listening"));`;
+      .listen(${port}, ${JSON.stringify(host)}, () => console.log("listening"));`;
     return this.startScript(ns, script);
   }
 

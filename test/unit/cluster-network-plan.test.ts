@@ -236,6 +236,28 @@ describe("cluster network plan", () => {
     expect(Number.parseInt(mac.slice(0, 2), 16) & 0x03).to.equal(0x02);
   });
 
+  it("masquerade, dual stack: clusterCidrIPv6 gets its own set and ip6 rule, with the IPv6 exempt ranges; it alone is enough", () => {
+    const body = masqueradeTableBody(
+      settings({
+        clusterCidrIPv6: "fd00:10:244::/48",
+        nonMasqueradeCidrs: ["192.168.0.0/16", "fd00:99::/64"],
+      }),
+    ) as string;
+    expect(body).to.include("elements = { 10.244.0.0/16, 192.168.0.0/16 }");
+    expect(body).to.include("type ipv6_addr");
+    expect(body).to.include("elements = { fd00:10:244::/48, fd00:99::/64 }");
+    expect(body).to.include("ip saddr 10.244.0.0/16 ip daddr != @no_masquerade_v4 masquerade");
+    expect(body).to.include("ip6 saddr fd00:10:244::/48 ip6 daddr != @no_masquerade_v6 masquerade");
+    const v6only = masqueradeTableBody(
+      readClusterNetworkSettings({ clusterCidrIPv6: "fd00:10:244::/48" }),
+    ) as string;
+    expect(v6only).to.not.include("no_masquerade_v4");
+    expect(v6only).to.include("@no_masquerade_v6 masquerade");
+    expect(() => readClusterNetworkSettings({ clusterCidrIPv6: "10.244.0.0/16" })).to.throw(
+      'clusterCidrIPv6 must be an IPv6 CIDR, not "10.244.0.0/16"',
+    );
+  });
+
   it("masquerade: clusterCidr's traffic leaving it and the exempt ranges; none without clusterCidr or when off", () => {
     const body = masqueradeTableBody(
       settings({ nonMasqueradeCidrs: ["192.168.0.0/16", "fd00::/8"] }),

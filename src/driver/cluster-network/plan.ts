@@ -167,27 +167,39 @@ export function planCrossNode(i: CrossNodeInputs): CrossNodePlan {
 
 /**
  * The masquerade table's body, or undefined when nothing is to be
- * masqueraded. Pod traffic (from clusterCidr) to anywhere outside clusterCidr
- * and nonMasqueradeCidrs leaves with the node's address; IPv4 only, as
- * clusterCidr is (IPv6 entries of nonMasqueradeCidrs have nothing to exempt).
+ * masqueraded. Pod traffic from clusterCidr (IPv4) and clusterCidrIPv6 to
+ * anywhere outside them and nonMasqueradeCidrs leaves with the node's address;
+ * each family has its own set of exempt ranges.
  */
 export function masqueradeTableBody(s: ClusterNetworkSettings): string | undefined {
-  if (!s.masquerade || !s.clusterCidr) return undefined;
-  const exempt = [
-    s.clusterCidr,
-    ...s.nonMasqueradeCidrs.filter((c) => parseIp(c.split("/")[0] ?? "")?.family === 4),
-  ];
+  if (!s.masquerade || (!s.clusterCidr && !s.clusterCidrIPv6)) return undefined;
+  const ofFamily = (f: 4 | 6) =>
+    s.nonMasqueradeCidrs.filter((c) => parseIp(c.split("/")[0] ?? "")?.family === f);
+  const families = [
+    { cidr: s.clusterCidr, set: "no_masquerade_v4", type: "ipv4_addr", match: "ip", f: 4 as const },
+    {
+      cidr: s.clusterCidrIPv6,
+      set: "no_masquerade_v6",
+      type: "ipv6_addr",
+      match: "ip6",
+      f: 6 as const,
+    },
+  ].filter((x): x is typeof x & { cidr: string } => x.cidr !== undefined);
   return [
     '  comment "cni-driver: masquerade of pod traffic leaving the cluster CIDR; the driver rewrites this table whole"',
-    "  set no_masquerade_v4 {",
-    "    type ipv4_addr",
-    "    flags interval",
-    "    auto-merge",
-    `    elements = { ${exempt.join(", ")} }`,
-    "  }",
+    ...families.flatMap((x) => [
+      `  set ${x.set} {`,
+      `    type ${x.type}`,
+      "    flags interval",
+      "    auto-merge",
+      `    elements = { ${[x.cidr, ...ofFamily(x.f)].join(", ")} }`,
+      "  }",
+    ]),
     "  chain postrouting {",
     "    type nat hook postrouting priority srcnat; policy accept;",
-    `    ip saddr ${s.clusterCidr} ip daddr != @no_masquerade_v4 masquerade`,
+    ...families.map(
+      (x) => `    ${x.match} saddr ${x.cidr} ${x.match} daddr != @${x.set} masquerade`,
+    ),
     "  }",
   ].join("\n");
 }

@@ -272,7 +272,7 @@ export class ClusterNetwork {
     changes: string[],
   ): Promise<boolean> {
     const body = s ? masqueradeTableBody(s) : undefined;
-    if (s?.masquerade && !s.clusterCidr && this.masqueradeApplied !== null)
+    if (s?.masquerade && !s.clusterCidr && !s.clusterCidrIPv6 && this.masqueradeApplied !== null)
       this.log.warn("masquerade is on but driver.json has no clusterCidr: nothing is masqueraded");
     if (body === undefined) {
       if (this.masqueradeApplied !== null) {
@@ -287,7 +287,7 @@ export class ClusterNetwork {
       await replaceNftTable("inet", MASQUERADE_TABLE, body);
       if (body !== this.masqueradeApplied)
         changes.push(
-          `masquerading ${s?.clusterCidr} leaving it (exempt: ${[s?.clusterCidr, ...(s?.nonMasqueradeCidrs ?? [])].join(", ")})`,
+          `masquerading ${[s?.clusterCidr, s?.clusterCidrIPv6].filter(Boolean).join(" and ")} leaving it (exempt: ${[s?.clusterCidr, s?.clusterCidrIPv6, ...(s?.nonMasqueradeCidrs ?? [])].filter(Boolean).join(", ")})`,
         );
       this.masqueradeApplied = body;
     }

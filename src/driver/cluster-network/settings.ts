@@ -8,6 +8,7 @@
  *   "masquerade": true                                     (default true)
  *   "nonMasqueradeCidrs": ["192.168.0.0/16", …]            (default [])
  *   "clusterCidr": "10.244.0.0/16"                         (shared with the midonet datapath)
+ *   "clusterCidrIPv6": "fd00:10:244::/48"                  (dual stack: IPv6 pods' range)
  *
  * Pure: no I/O.
  */
@@ -29,8 +30,10 @@ export interface ClusterNetworkSettings {
   masquerade: boolean;
   /** Destinations pod traffic reaches with its own source address, beyond clusterCidr. */
   nonMasqueradeCidrs: string[];
-  /** Every pod's address is in it; traffic leaving it is masqueraded. */
+  /** Every pod's IPv4 address is in it; traffic leaving it is masqueraded. */
   clusterCidr?: string;
+  /** The same for pods' IPv6 addresses (a dual-stack cluster). */
+  clusterCidrIPv6?: string;
 }
 
 /** A driver.json value that is not what its key takes: the message names the key. */
@@ -51,9 +54,10 @@ function integerIn(key: string, v: unknown, min: number, max: number, dflt: numb
   return v;
 }
 
-function cidr(key: string, v: unknown): string {
+function cidr(key: string, v: unknown, family?: 4 | 6): string {
   const c = typeof v === "string" ? parseCidr(v) : undefined;
-  if (!c) throw bad(key, "a CIDR", v);
+  if (!c || (family !== undefined && c.family !== family))
+    throw bad(key, family ? `an IPv${family} CIDR` : "a CIDR", v);
   if (cidrHasHostBits(c))
     throw new ClusterNetworkSettingsError(
       `${key} ${JSON.stringify(v)} has host bits set (the network is ${formatCidr(cidrNetwork(c))})`,
@@ -94,5 +98,7 @@ export function readClusterNetworkSettings(
   };
   if (settings.clusterCidr !== undefined)
     out.clusterCidr = cidr("clusterCidr", settings.clusterCidr);
+  if (settings.clusterCidrIPv6 !== undefined)
+    out.clusterCidrIPv6 = cidr("clusterCidrIPv6", settings.clusterCidrIPv6, 6);
   return out;
 }
