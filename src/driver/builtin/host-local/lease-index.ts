@@ -33,8 +33,6 @@ class DirIndex {
   readonly touched = new Set<string>();
   wd: number | undefined;
 
-  constructor(readonly dir: string) {}
-
   forget(): void {
     this.files = undefined;
     this.touched.clear();
@@ -73,7 +71,7 @@ function indexFor(dir: string): DirIndex | undefined {
   if (!w) return undefined;
   let ix = indexes.get(dir);
   if (!ix) {
-    ix = new DirIndex(dir);
+    ix = new DirIndex();
     indexes.set(dir, ix);
   }
   if (ix.wd === undefined) {
