@@ -19,7 +19,7 @@ if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number);
   exit 1
 fi
 
-APT_PACKAGES=(iproute2 iputils-ping iptables nftables containernetworking-plugins podman runc containerd busybox-static
+APT_PACKAGES=(iproute2 iputils-ping iptables nftables conntrack containernetworking-plugins podman runc containerd busybox-static
   # sysctl, pgrep and ps, which minimal roots lack
   procps
   # the image's local Debian base (scripts/debian-rootfs.sh)

@@ -20,8 +20,9 @@
  * Results are plain data. Nothing here mutates its input; every function
  * returns fresh objects.
  */
+
+import { canonicalCidr, canonicalIp, ipFamily } from "../net/ip.js";
 import { CniError, ErrorCode } from "./errors.js";
-import { canonicalCidr, canonicalIp, ipFamily } from "./ip.js";
 import type {
   AnyResult,
   DNS,

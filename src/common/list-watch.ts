@@ -58,6 +58,12 @@ export interface ListWatchOptions<T> {
   fieldSelector?: string;
   labelSelector?: string;
   handlers: ListWatchHandlers<T>;
+  /**
+   * What of each object is kept (client-go's SetTransform): a watch of every
+   * pod in a large cluster keeps the few fields it reads, not whole pods. The
+   * result must keep metadata's name, namespace and resourceVersion.
+   */
+  transform?: (obj: T) => T;
   backoff: BackoffPolicy;
   /** Default 30 s. */
   startTimeoutMs?: number;
@@ -257,7 +263,8 @@ export class ListWatch<T extends WatchedObject> {
     for (const obj of items) this.upsert(obj);
   }
 
-  private upsert(obj: T): void {
+  private upsert(received: T): void {
+    const obj = this.o.transform ? this.o.transform(received) : received;
     const key = keyOf(obj);
     const old = this.cache.get(key);
     const rv = obj.metadata?.resourceVersion;

@@ -17,6 +17,7 @@ import type { ClusterNetworkMetrics, ClusterNetworkOutcome } from "./cluster-net
 import type { AnnotationWriteOutcome, PodAnnotationMetrics } from "./kube/pod-annotations.js";
 import type { PodEventMetrics, PodEventOutcome } from "./kube/pod-events.js";
 import type { NodeConnectivityMetrics, NodeLinkOutcome } from "./midonet-node/node-connectivity.js";
+import type { NetworkPolicyMetrics } from "./network-policy/enforcer.js";
 
 /**
  * A counter by outcome, every known outcome present from the start (at 0) so that
@@ -34,7 +35,12 @@ function outcomeCounter<T extends string>(
 }
 
 export class Metrics
-  implements NodeConnectivityMetrics, ClusterNetworkMetrics, PodAnnotationMetrics, PodEventMetrics
+  implements
+    NodeConnectivityMetrics,
+    ClusterNetworkMetrics,
+    NetworkPolicyMetrics,
+    PodAnnotationMetrics,
+    PodEventMetrics
 {
   /** This driver's series; what /metrics serves is `exposed`. */
   private readonly own = new Registry();
@@ -123,6 +129,22 @@ export class Metrics
     "Applications of the kernel datapath's cluster network (routes, VXLAN, masquerade) by outcome: ok, repaired (a resync put back what someone removed), failed.",
     ["ok", "repaired", "failed"],
   );
+  private readonly policySyncs = outcomeCounter<"ok" | "failed">(
+    this.own,
+    "cni_driver_network_policy_syncs_total",
+    "Writes of NetworkPolicy to the node's nftables by outcome: ok, failed (retried).",
+    ["ok", "failed"],
+  );
+  private readonly policyChanges = new Counter({
+    name: "cni_driver_network_policy_changes_total",
+    help: "nftables commands NetworkPolicy syncs wrote (sets, chains, rules, verdicts each count).",
+    registers: [this.own],
+  });
+  private readonly policyCuts = new Counter({
+    name: "cni_driver_network_policy_connections_cut_total",
+    help: "Tracked connections removed because the policies in force no longer allow them.",
+    registers: [this.own],
+  });
   private readonly nodeAnnotationWrites = outcomeCounter<AnnotationWriteOutcome>(
     this.own,
     "cni_driver_node_annotation_writes_total",
@@ -213,6 +235,13 @@ export class Metrics
     this.clusterRoutes.set({ via: "host-gw" }, state.hostGwRoutes);
     this.clusterRoutes.set({ via: "vxlan" }, state.vxlanRoutes);
     this.clusterUnrouted.set(state.unroutedNodes);
+  }
+
+  /** One NetworkPolicy sync: how it ended, the commands it wrote, the connections it cut. */
+  networkPolicySynced(outcome: "ok" | "failed", changes: number, cut: number): void {
+    this.policySyncs.inc({ outcome });
+    this.policyChanges.inc(changes);
+    this.policyCuts.inc(cut);
   }
 
   nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void {

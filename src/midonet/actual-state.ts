@@ -28,7 +28,7 @@
  * rules), never one call per object (a GET per hidden MAC or ARP entry aside),
  * and never a write.
  */
-import { cidrContains, formatIp, type ParsedCidr, parseCidr, parseIp } from "../cni/ip.js";
+import { cidrContains, formatIp, type ParsedCidr, parseCidr, parseIp } from "../net/ip.js";
 import type { MidonetClient } from "./api.js";
 import { isNameBasedUuid } from "./ids.js";
 import { deepEqual } from "./mapping/diff.js";

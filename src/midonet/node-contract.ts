@@ -17,7 +17,7 @@ import {
   ipToBigInt,
   type ParsedCidr,
   parseCidr,
-} from "../cni/ip.js";
+} from "../net/ip.js";
 
 /** The host end of the node link, holding the node's pod-network address. */
 export const NODE_INTERFACE = "midokube-node";

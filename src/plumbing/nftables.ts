@@ -54,6 +54,14 @@ async function nftScript(action: string, script: string): Promise<void> {
   if (res.code !== 0) throw new NftError(action, res.stderr.trim() || `exit ${res.code}`);
 }
 
+/**
+ * Runs a script of nft commands (add, flush, delete of sets, chains, rules and
+ * elements) as one transaction: all of it applies, or none.
+ */
+export async function applyNftScript(action: string, script: string): Promise<void> {
+  await nftScript(action, script);
+}
+
 /** Replaces the table with `body` (the text between the table's braces) in one transaction. */
 export async function replaceNftTable(
   family: NftFamily,

@@ -7,7 +7,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { expect } from "chai";
-import { parseCidr } from "../../src/cni/ip.js";
+import { parseCidr } from "../../src/net/ip.js";
 import { podRangeProblem } from "../../src/driver/config/pod-range-guard.js";
 import type { CniStatusResponse } from "../../src/wire/types.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";

@@ -12,9 +12,9 @@ import {
   ipToBigInt,
   parseCidr,
   parseIp,
-} from "../../src/cni/ip.js";
+} from "../../src/net/ip.js";
 
-describe("cni/ip", () => {
+describe("net/ip", () => {
   describe("parseIp and canonicalIp write what Go's net.IP.String writes", () => {
     for (const [input, want] of [
       ["10.1.0.5", "10.1.0.5"],

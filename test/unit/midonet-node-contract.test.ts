@@ -4,7 +4,7 @@
  * driver's node link and the mapping's router port follow.
  */
 import { expect } from "chai";
-import { parseCidr } from "../../src/cni/ip.js";
+import { parseCidr } from "../../src/net/ip.js";
 import {
   ANNOTATION_HOST_ID,
   ANNOTATION_MAC_ADDRESS,

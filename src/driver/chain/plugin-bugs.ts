@@ -5,9 +5,9 @@
  * says is passed on as libcni would.
  */
 import type { CniError } from "../../cni/errors.js";
-import { ipFamily } from "../../cni/ip.js";
 import { toResult100 } from "../../cni/result.js";
 import type { AnyResult } from "../../cni/types.js";
+import { ipFamily } from "../../net/ip.js";
 
 /** portmap's words when its IPv6 check fails (plugins/meta/portmap/portmap.go, checkPorts). */
 const PORTMAP_IPV6_CHECK_FAILED = "could not check ipv6 dnat";

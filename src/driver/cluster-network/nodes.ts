@@ -4,7 +4,7 @@
  * them) and the MAC of its VXLAN device, which each driver publishes on its
  * own Node.
  */
-import { canonicalIp } from "../../cni/ip.js";
+import { canonicalIp } from "../../net/ip.js";
 import type { PodCidrs } from "../config/pod-cidr.js";
 import type { KubeObjectView } from "../kube/api.js";
 import { podCidrsOfNode } from "../kube/node-pod-cidrs.js";

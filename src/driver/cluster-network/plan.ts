@@ -18,8 +18,8 @@
  * - auto: host-gw for peers on a subnet of this node, vxlan for the others.
  */
 import { createHash } from "node:crypto";
-import { cidrContains, cidrNetwork, formatIp, parseCidr, parseIp } from "../../cni/ip.js";
 import { formatMac } from "../../cni/mac.js";
+import { cidrContains, cidrNetwork, formatIp, parseCidr, parseIp } from "../../net/ip.js";
 import type { PeerRoute } from "../../plumbing/cluster-routes.js";
 import type { FdbEntry, NeighbourEntry } from "../../plumbing/vxlan.js";
 import type { ClusterNode } from "./nodes.js";

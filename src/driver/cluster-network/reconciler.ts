@@ -19,9 +19,9 @@
  * back what someone else removed.
  */
 import type pino from "pino";
-import { cidrContains, parseCidr, parseIp } from "../../cni/ip.js";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";
+import { cidrContains, parseCidr, parseIp } from "../../net/ip.js";
 import {
   deletePeerRoute,
   listMainRoutes,

@@ -12,7 +12,7 @@
  *
  * Pure: no I/O.
  */
-import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../cni/ip.js";
+import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../net/ip.js";
 
 export type CrossNodeMode = "auto" | "host-gw" | "vxlan" | "none";
 

@@ -18,12 +18,16 @@ import {
 } from "../../cni/conflist.js";
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { utf8Bytes, utf8Text } from "../../cni/go-json.js";
-import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../cni/ip.js";
+import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../net/ip.js";
 import { RangeConfigError, type RangeSet, rangeSetsOf } from "../builtin/host-local/ranges.js";
 import {
   ClusterNetworkSettingsError,
   readClusterNetworkSettings,
 } from "../cluster-network/settings.js";
+import {
+  NetworkPolicySettingsError,
+  readNetworkPolicySettings,
+} from "../network-policy/settings.js";
 import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
 import {
   madeByDriver,
@@ -235,6 +239,13 @@ function parseSettings(bytes: Uint8Array | undefined): DriverSettings {
     readClusterNetworkSettings(value);
   } catch (err) {
     if (err instanceof ClusterNetworkSettingsError)
+      throw invalid(`${DRIVER_SETTINGS_KEY}: ${err.message}`);
+    throw err;
+  }
+  try {
+    readNetworkPolicySettings(value);
+  } catch (err) {
+    if (err instanceof NetworkPolicySettingsError)
       throw invalid(`${DRIVER_SETTINGS_KEY}: ${err.message}`);
     throw err;
   }

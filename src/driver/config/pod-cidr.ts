@@ -6,7 +6,7 @@
 
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { goField } from "../../cni/go-json.js";
-import { ipFamily } from "../../cni/ip.js";
+import { ipFamily } from "../../net/ip.js";
 
 export const POD_CIDR_V4 = "usePodCidr";
 export const POD_CIDR_V6 = "usePodCidrIPv6";

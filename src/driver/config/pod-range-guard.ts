@@ -11,6 +11,8 @@
  * - loopback, link-local, multicast and unspecified ranges take what the
  *   kernel reserves (127.0.0.0/8 puts 127.0.0.1/8 on the bridge).
  */
+
+import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../../midonet/node-contract.js";
 import {
   cidrContains,
   cidrNetwork,
@@ -18,8 +20,7 @@ import {
   formatCidr,
   type ParsedCidr,
   parseCidr,
-} from "../../cni/ip.js";
-import { NODE_INTERFACE, NODE_PEER_INTERFACE } from "../../midonet/node-contract.js";
+} from "../../net/ip.js";
 import { bridgeMac } from "../../plumbing/mac.js";
 import type { InterfaceAddress } from "../../plumbing/node-addresses.js";
 import { VXLAN_DEVICE } from "../cluster-network/settings.js";

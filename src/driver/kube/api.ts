@@ -104,6 +104,19 @@ export interface CollectionWatchHandlers {
   onSynced?(): void;
 }
 
+/** Every object of a kind, event by event; never called before the first list. */
+export interface ResourceEventHandlers {
+  upsert(obj: KubeObjectView): void;
+  remove(obj: KubeObjectView): void;
+  /** The watch (re)listed successfully and is following changes. */
+  onSynced?(): void;
+  /** The watch failed; it restarts by itself after a backoff. */
+  onError?(message: string): void;
+}
+
+/** The cluster-wide collections the driver follows object by object. */
+export type FollowedCollection = "pods" | "namespaces" | "networkpolicies";
+
 export interface ObjectWatch {
   /** A list succeeded and no error came since: what `onObject` last said is current. */
   readonly synced: boolean;
@@ -145,6 +158,17 @@ export interface KubeApi {
   ): ObjectWatch;
   /** Follows every Node (a ListWatch on /api/v1/nodes). */
   watchNodes(handlers: CollectionWatchHandlers): ObjectWatch;
+  /**
+   * Follows every object of a collection cluster-wide, event by event; the
+   * watch keeps only what `transform` leaves of each object.
+   */
+  watchEach(
+    resource: FollowedCollection,
+    handlers: ResourceEventHandlers,
+    transform?: (obj: KubeObjectView) => KubeObjectView,
+  ): ObjectWatch;
+  /** A pod as the API server has it now (a GET); undefined when there is none. */
+  readPod(ref: Required<ObjectRef>): Promise<KubeObjectView | undefined>;
   /** JSON merge patch of metadata.annotations: a string sets a key, null removes it. */
   /**
    * With `uid`, the patch carries it as a precondition (as kubelet's pod status
@@ -197,6 +221,7 @@ export async function connectKubeApi(
 
 class ClientNodeApi implements KubeApi {
   private readonly core: InstanceType<ClientModule["CoreV1Api"]>;
+  private readonly networking: InstanceType<ClientModule["NetworkingV1Api"]>;
   private readonly watches = new Set<DriverWatch>();
   private readonly timeoutMs: number;
 
@@ -207,6 +232,7 @@ class ClientNodeApi implements KubeApi {
     private readonly opts: ConnectOptions,
   ) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
+    this.networking = kc.makeApiClient(k8s.NetworkingV1Api);
     this.timeoutMs = opts.requestTimeoutMs ?? 10_000;
   }
 
@@ -244,6 +270,45 @@ class ClientNodeApi implements KubeApi {
       this.core.listNode({}, this.callOptions()),
     );
     return this.track(followCollection(options, handlers));
+  }
+
+  watchEach(
+    resource: FollowedCollection,
+    handlers: ResourceEventHandlers,
+    transform?: (obj: KubeObjectView) => KubeObjectView,
+  ): ObjectWatch {
+    const lists: Record<FollowedCollection, [string, () => Promise<ListAnswer<KubernetesObject>>]> =
+      {
+        pods: ["/api/v1/pods", () => this.core.listPodForAllNamespaces({}, this.callOptions())],
+        namespaces: ["/api/v1/namespaces", () => this.core.listNamespace({}, this.callOptions())],
+        networkpolicies: [
+          "/apis/networking.k8s.io/v1/networkpolicies",
+          () => this.networking.listNetworkPolicyForAllNamespaces({}, this.callOptions()),
+        ],
+      };
+    const [path, list] = lists[resource];
+    const options = { ...this.listWatchOptions(path, undefined, list), transform };
+    return this.track(
+      new DriverWatch(options, handlers, () => {}, undefined, {
+        add: handlers.upsert,
+        update: handlers.upsert,
+        delete: handlers.remove,
+      }),
+    );
+  }
+
+  async readPod(ref: Required<ObjectRef>): Promise<KubeObjectView | undefined> {
+    try {
+      return (await this.call(() =>
+        this.core.readNamespacedPod(
+          { name: ref.name, namespace: ref.namespace },
+          this.callOptions(),
+        ),
+      )) as KubeObjectView;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
   }
 
   private listWatchOptions(
@@ -353,14 +418,29 @@ class DriverWatch {
     private readonly handOver: (lw: ListWatch<KubeObjectView>) => void,
     /** Whatever the hand-over keeps pending, dropped on stop(). */
     private readonly onStop?: () => void,
+    /** Each object's own events, for those who follow a collection object by object. */
+    each?: {
+      add(o: KubeObjectView): void;
+      update(o: KubeObjectView): void;
+      delete(o: KubeObjectView): void;
+    },
   ) {
     const changed = () => this.handOver(this.lw);
     this.lw = new ListWatch<KubeObjectView>({
       ...options,
       handlers: {
-        add: changed,
-        update: changed,
-        delete: changed,
+        add: (o) => {
+          each?.add(o);
+          changed();
+        },
+        update: (o) => {
+          each?.update(o);
+          changed();
+        },
+        delete: (o) => {
+          each?.delete(o);
+          changed();
+        },
         synced: () => {
           this.error = undefined;
           changed();

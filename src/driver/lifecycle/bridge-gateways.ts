@@ -12,6 +12,7 @@
  */
 import type pino from "pino";
 import { type NetworkConfigList, parseNetworkConfigList } from "../../cni/conflist.js";
+import { parseResult, toResult100 } from "../../cni/result.js";
 import {
   cidrContains,
   cidrNetwork,
@@ -19,8 +20,7 @@ import {
   type ParsedCidr,
   type ParsedIp,
   parseCidr,
-} from "../../cni/ip.js";
-import { parseResult, toResult100 } from "../../cni/result.js";
+} from "../../net/ip.js";
 import { listBridgeAddresses, removeBridgeAddresses } from "../../plumbing/bridge.js";
 import { rangeSetsOf } from "../builtin/host-local/ranges.js";
 import type { BridgeCache } from "../builtin/midonet/bridge-cache.js";

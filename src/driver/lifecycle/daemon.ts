@@ -28,6 +28,11 @@ import { ConfigSource } from "../config/config-source.js";
 import { KubeIntegration, type KubeSettings, kubeSettingsFrom } from "../kube/integration.js";
 import { Metrics } from "../metrics.js";
 import { NodeConnectivity } from "../midonet-node/node-connectivity.js";
+import {
+  localPodsFromCache,
+  NetworkPolicyEnforcer,
+  type PodPolicyHook,
+} from "../network-policy/enforcer.js";
 import { type GrpcServerHandle, startGrpcServer } from "../rpc/server.js";
 import { AttachmentIndex, DriverService } from "../rpc/service.js";
 import { type Backends, chooseBackends } from "./backends.js";
@@ -80,11 +85,13 @@ function builtinPlugins(
   backends: Backends,
   bridges: BridgeCache,
   podMtu: () => number | undefined,
+  podPolicy: PodPolicyHook,
   logger: pino.Logger,
 ): { builtins: Map<string, BuiltinPlugin>; recoverers: BuiltinPlugin[] } {
   const midonet = createMidonetPlugin({
     bridges,
     podMtu,
+    podPolicy,
     onStaleHostEnd: (hostIfName, containerId) =>
       logger.warn(
         { hostIfName, containerId },
@@ -107,6 +114,7 @@ class Driver implements RunningDriver {
   private readonly config: ConfigSource;
   private readonly nodeLink: NodeConnectivity;
   private readonly clusterNetwork: ClusterNetwork;
+  private readonly networkPolicy: NetworkPolicyEnforcer;
   private readonly locks: AttachmentLocks;
   private readonly recovery: RecoveryDeps;
   /** Aborted once the drain at shutdown has timed out: plugins still running then would hold the process past --drain-timeout. */
@@ -132,12 +140,18 @@ class Driver implements RunningDriver {
       host_local: backends.hostLocal.name,
     });
     const bridges = new BridgeCache();
+    const podPolicy: PodPolicyHook = {
+      // The enforcer is made below, once the API is known.
+      attach: (pod) => this.networkPolicy.attach(pod),
+      detach: (hostIf) => this.networkPolicy.detach(hostIf),
+    };
     const { builtins, recoverers } = builtinPlugins(
       opts,
       backends,
       bridges,
       // Asked at each ADD; the cluster network is made below.
       () => this.clusterNetwork.podMtu(),
+      podPolicy,
       logger,
     );
     this.kubeSettings = kubeSettingsFrom({
@@ -154,6 +168,11 @@ class Driver implements RunningDriver {
     this.clusterNetwork = new ClusterNetwork({
       ...this.datapathFollowerOptions(),
       localPodCidrs: () => opts.podCidrs,
+    });
+    this.networkPolicy = new NetworkPolicyEnforcer({
+      logger,
+      api: this.kube?.api.catch(() => undefined),
+      metrics: this.metrics,
     });
     const cache = new ResultCache(opts.cacheDir);
     const executor = this.chainExecutor(cache, builtins, backends);
@@ -261,6 +280,13 @@ class Driver implements RunningDriver {
     });
     this.config.on("reload", (cfg) => this.nodeLink.apply(cfg));
     this.config.on("reload", (cfg) => this.clusterNetwork.apply(cfg));
+    this.config.on("reload", (cfg) => {
+      this.networkPolicy
+        .apply(cfg)
+        .catch((err: unknown) =>
+          this.logger.error({ err: String(err) }, "cannot switch NetworkPolicy on or off"),
+        );
+    });
     this.config.on("error", (e) => {
       this.metrics.configReloaded(false);
       this.logger.error(
@@ -292,6 +318,8 @@ class Driver implements RunningDriver {
     this.clusterNetwork.start();
     // Before serving: a DEL right after a restart must know which sandbox set its pod's annotation.
     await this.kube?.seedAnnotationOwners(this.recovery.cache);
+    // Before serving: a DEL right after a restart must find the pod it removes.
+    this.networkPolicy.seed(localPodsFromCache(await this.recovery.cache.list().catch(() => [])));
     await this.config.start();
     await this.serve();
     // Serving starts before recovery ends so that DELs are never refused; ADDs wait on readiness.
@@ -367,6 +395,7 @@ class Driver implements RunningDriver {
     await this.health?.close();
     this.nodeLink.stop();
     await this.clusterNetwork.stop();
+    await this.networkPolicy.stop();
     await this.kube?.stop();
     await this.config.close();
   }

@@ -23,10 +23,10 @@
  * up is removed, and with it the Node's annotation.
  */
 import type pino from "pino";
-import { type ParsedCidr, parseCidr } from "../../cni/ip.js";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { NODE_INTERFACE, NODE_PEER_INTERFACE, podSubnetOf } from "../../midonet/node-contract.js";
+import { type ParsedCidr, parseCidr } from "../../net/ip.js";
 import {
   enableIpv4Forwarding,
   ensureNodeLink,

@@ -41,7 +41,7 @@
  * Also not mapped: node ports, load-balancer and external IPs (only the cluster
  * IP of a ClusterIP, NodePort or LoadBalancer Service is), session affinity.
  */
-import { formatIp, type ParsedIp, parseIp } from "../../cni/ip.js";
+import { formatIp, type ParsedIp, parseIp } from "../../net/ip.js";
 import { idForKey, subId } from "../ids.js";
 import type { NatTarget } from "../resources.js";
 import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";

@@ -8,8 +8,9 @@
  * <linux/if_addr.h> and <linux/veth.h>. Attribute order follows iproute2's
  * where it matters to no one but a reader comparing against `strace ip …`.
  */
-import { formatIp, type IpFamily, parseCidr, parseIp } from "../../cni/ip.js";
+
 import { normalizeMac } from "../../cni/mac.js";
+import { formatIp, type IpFamily, parseCidr, parseIp } from "../../net/ip.js";
 
 export const NLMSG_HDRLEN = 16;
 const IFINFOMSG_LEN = 16;

@@ -6,8 +6,8 @@
 import { loadArgs, parseCniArgs } from "../../../cni/args.js";
 import type { CniError } from "../../../cni/errors.js";
 import { goField } from "../../../cni/go-json.js";
-import { bigIntToIp, type IpFamily, ipToBigInt, parseCidr, parseIp } from "../../../cni/ip.js";
 import { versionAtLeast } from "../../../cni/versions.js";
+import { bigIntToIp, type IpFamily, ipToBigInt, parseCidr, parseIp } from "../../../net/ip.js";
 import { type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
 
 /** host-local's default when the config names no dataDir. */

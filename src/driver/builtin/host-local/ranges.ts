@@ -18,7 +18,7 @@ import {
   type ParsedCidr,
   parseCidr,
   parseIp,
-} from "../../../cni/ip.js";
+} from "../../../net/ip.js";
 
 export interface HostLocalRange {
   family: IpFamily;

@@ -24,7 +24,7 @@ import {
   writeSync,
 } from "node:fs";
 import { dirname, join } from "node:path";
-import { parseIp } from "../../../cni/ip.js";
+import { parseIp } from "../../../net/ip.js";
 import { withFileLock } from "./file-lock.js";
 import { type LeaseFile, leaseFiles, recordOwnChanges } from "./lease-index.js";
 

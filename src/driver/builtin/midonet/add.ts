@@ -5,19 +5,26 @@
  * error goes back: the runtime may never call DEL.
  */
 import { CniError } from "../../../cni/errors.js";
-import { parseCidr } from "../../../cni/ip.js";
 import { convertResult, parseResult, toResult100 } from "../../../cni/result.js";
 import type { Result100, Route } from "../../../cni/types.js";
 import { requireSupportedVersion } from "../../../cni/versions.js";
+import { parseCidr } from "../../../net/ip.js";
 import { randomMac } from "../../../plumbing/mac.js";
 import type { PodInterfaceRef, PodRoute, VethSpec } from "../../../plumbing/pod-interface-types.js";
 import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
 import type { PluginInvocation, RunPlugin } from "../../chain/plugin-runner.js";
+import type { PodPolicyHook } from "../../network-policy/enforcer.js";
 import { DriverErrorCode } from "../error-codes.js";
 import type { BridgeCache } from "./bridge-cache.js";
 import type { MidonetPluginConfig } from "./config.js";
 import { defaultRoutes, gatewayForFamily, gatewayOf } from "./gateways.js";
-import { containerMacFor, hostNameFor, plumbingError, required } from "./invocation.js";
+import {
+  containerMacFor,
+  hostNameFor,
+  plumbingError,
+  podIdentityOf,
+  required,
+} from "./invocation.js";
 
 /** What ADD, DEL and CHECK work with besides the invocation. */
 export interface MidonetContext {
@@ -28,6 +35,8 @@ export interface MidonetContext {
   onStaleHostEnd?: (hostIfName: string, containerId: string) => void;
   /** The MTU for a network that sets none (the cluster network's, over VXLAN); undefined: the default. */
   podMtu?: () => number | undefined;
+  /** NetworkPolicy on the kernel datapath: told of each pod before it can send or receive. */
+  podPolicy?: PodPolicyHook;
 }
 
 export async function add(
@@ -53,7 +62,9 @@ export async function add(
     ctx.delegate({ ...inv, type: conf.ipam.type }),
     createPair(veth, bridge, containerId, ctx),
   ]);
+  const policy = bridge ? ctx.podPolicy : undefined;
   const undo = async (ipamAllocated: boolean) => {
+    await policy?.detach(veth.hostIfName).catch(() => undefined);
     if (pair.status === "fulfilled")
       await ctx.plumbing.deletePodInterface(podInterfaceOf(veth)).catch(() => false);
     // Give the address back before answering: the runtime may never call DEL.
@@ -69,6 +80,12 @@ export async function add(
   }
   try {
     const ipam = toResult100(parseResult(ipamOut.value, cniVersion));
+    // The pod's rules are in force before its addresses are set and its link is up.
+    await policy?.attach({
+      hostIf: veth.hostIfName,
+      ips: (ipam.ips ?? []).map((ip) => ip.address.split("/")[0] as string),
+      ...podIdentityOf(inv),
+    });
     const result = await configure(veth, bridge, conf, ipam, ctx);
     return convertResult(result, cniVersion);
   } catch (err) {

@@ -3,9 +3,9 @@
  * with its MAC and MTU, each address with its subnet route, each route.
  */
 import { CniError, ErrorCode } from "../../../cni/errors.js";
-import { cidrNetwork, formatIp, ipFamily, parseCidr, parseIp } from "../../../cni/ip.js";
 import type { Result100 } from "../../../cni/types.js";
 import { versionAtLeast } from "../../../cni/versions.js";
+import { cidrNetwork, formatIp, ipFamily, parseCidr, parseIp } from "../../../net/ip.js";
 import type { PodInterfaceState } from "../../../plumbing/pod-interface-types.js";
 import type { PluginInvocation } from "../../chain/plugin-runner.js";
 import { DriverErrorCode } from "../error-codes.js";

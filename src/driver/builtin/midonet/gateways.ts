@@ -1,6 +1,7 @@
 /** The gateways and default routes a pod gets from its IPAM addresses. */
-import { cidrNetwork, formatIp, ipFamily, parseCidr } from "../../../cni/ip.js";
+
 import type { IPConfig, Route } from "../../../cni/types.js";
+import { cidrNetwork, formatIp, ipFamily, parseCidr } from "../../../net/ip.js";
 
 /** The gateway of an IPAM address: what IPAM said, else the network's first address. */
 export function gatewayOf(ip: IPConfig): string {

@@ -45,9 +45,14 @@ export function cachedResultOf(inv: PluginInvocation): Result100 | undefined {
   }
 }
 
+/** The Kubernetes pod CNI_ARGS name, when they name one (both namespace and name). */
+export function podIdentityOf(inv: PluginInvocation): { namespace?: string; name?: string } {
+  const { namespace, name } = podIdentityFromArgs(parseCniArgs(inv.cniArgs ?? ""));
+  return namespace && name ? { namespace, name } : {};
+}
+
 export function hostNameFor(inv: PluginInvocation): string {
-  const pod = podIdentityFromArgs(parseCniArgs(inv.cniArgs ?? ""));
-  return hostVethName(podVethKey(pod, inv.containerId ?? "", inv.ifName ?? ""));
+  return hostVethName(podVethKey(podIdentityOf(inv), inv.containerId ?? "", inv.ifName ?? ""));
 }
 
 export function containerMacFor(inv: PluginInvocation): string {

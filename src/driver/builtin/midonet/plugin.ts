@@ -12,6 +12,7 @@ import { CniError, ErrorCode } from "../../../cni/errors.js";
 import { HOST_VETH_PREFIX } from "../../../midonet/host-veth-name.js";
 import { kernelPlumbing, type PodPlumbing } from "../../../plumbing/pod-plumbing.js";
 import type { BuiltinPlugin, PluginInvocation, RunPlugin } from "../../chain/plugin-runner.js";
+import type { PodPolicyHook } from "../../network-policy/enforcer.js";
 import { add, type MidonetContext } from "./add.js";
 import { BridgeCache } from "./bridge-cache.js";
 import { check } from "./check.js";
@@ -28,6 +29,8 @@ export interface MidonetPluginOptions {
   plumbing?: PodPlumbing;
   /** The MTU for networks that set none, when the cluster network has one (VXLAN). */
   podMtu?: () => number | undefined;
+  /** NetworkPolicy on the kernel datapath (network-policy/enforcer.ts). */
+  podPolicy?: PodPolicyHook;
 }
 
 export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlugin {
@@ -39,6 +42,7 @@ export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlu
     bridges,
     onStaleHostEnd: opts.onStaleHostEnd,
     podMtu: opts.podMtu,
+    podPolicy: opts.podPolicy,
   });
   return {
     validate(conf) {
@@ -141,6 +145,8 @@ async function del(
     ctx.delegate({ ...inv, type: conf.ipam.type }),
     ctx.plumbing.deletePodInterface({ netns: inv.netns, ifName, hostIfName, hostMac }),
   ]);
+  // A DEL never fails on the policy's account: a sync that failed is retried by the enforcer.
+  if (conf.datapath === "kernel") await ctx.podPolicy?.detach(hostIfName).catch(() => undefined);
   if (ipam.status === "rejected") throw ipam.reason;
   if (link.status === "rejected")
     throw plumbingError(link.reason, `removing ${ifName} of ${inv.containerId}`);

@@ -1,5 +1,6 @@
 /**
- * IP addresses and CIDRs as CNI's Go code reads and writes them.
+ * IP addresses and CIDRs, read and written as Go's net package does (CNI,
+ * Kubernetes and MidoNet all speak it). Imports nothing of the project.
  *
  * Parsing follows Go's net.ParseIP / net.ParseCIDR (netip rules): IPv4 is a
  * dotted quad without leading zeros, IPv6 allows one `::` and a dotted IPv4

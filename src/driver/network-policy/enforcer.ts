@@ -1,0 +1,486 @@
+/**
+ * NetworkPolicy on the kernel datapath: the cluster's pods, namespaces and
+ * policies followed through the API into the policy model (src/policy), this
+ * node's pods registered by the midonet plugin as it sets them up, and the
+ * two turned into the `inet cni-driver-policy` table (ruleset.ts).
+ *
+ * - In force at setup: the plugin calls `attach` after IPAM and before the
+ *   pod's addresses are configured and its link is up, and `attach` returns
+ *   once the pod's rules are in the kernel: no packet of a new pod passes
+ *   unchecked. A pod the pod watch has not seen yet is read with one GET.
+ * - Changes: every event schedules a sync (batched: a burst is one sync);
+ *   each sync writes only the sets, chains and verdicts that changed, in one
+ *   transaction, then cuts the tracked connections the new rules no longer
+ *   allow (conntrack), so a denied connection stops instead of running on as
+ *   "established".
+ * - Unknown: a pod whose labels are not known while a policy exists in its
+ *   namespace, or any pod while the policies themselves are not known yet,
+ *   gets driver.json's `networkPolicyUnknownPods` ("deny" by default: nothing
+ *   forwarded to or from it; its node still reaches it).
+ * - Until the first sync after a start, the table the last run left keeps
+ *   enforcing: it is rewritten whole at the first sync (or the first ADD).
+ */
+import type pino from "pino";
+import { podIdentityFromArgs } from "../../cni/args.js";
+import type { BackoffPolicy } from "../../common/backoff.js";
+import { SerialLoop } from "../../common/serial-loop.js";
+import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
+import { deleteFlow, type Flow, listFlows } from "../../plumbing/conntrack.js";
+import { applyNftScript, deleteNftTable } from "../../plumbing/nftables.js";
+import { listNodeAddresses } from "../../plumbing/node-addresses.js";
+import {
+  namespaceFromApi,
+  networkPolicyFromApi,
+  podFromApi,
+  podPlacement,
+} from "../../policy/from-api.js";
+import { PolicyModel } from "../../policy/model.js";
+import type { PolicyPod, Protocol } from "../../policy/types.js";
+import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
+import type { DriverConfig } from "../config/network-config.js";
+import type { FollowedCollection, KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
+import {
+  buildRuleset,
+  diffScript,
+  fullScript,
+  type LocalPodRules,
+  POLICY_TABLE,
+  type PodStanding,
+  type Ruleset,
+} from "./ruleset.js";
+import { type NetworkPolicySettings, readNetworkPolicySettings } from "./settings.js";
+
+/** A pod of this node, as the midonet plugin set it up. */
+export interface LocalPod {
+  hostIf: string;
+  /** The Kubernetes pod, when the runtime named one. */
+  namespace?: string;
+  name?: string;
+  ips: string[];
+}
+
+/** What the midonet plugin calls while it sets a pod up and tears it down. */
+export interface PodPolicyHook {
+  /** Resolves once the pod's rules are in force. */
+  attach(pod: LocalPod): Promise<void>;
+  detach(hostIf: string): Promise<void>;
+}
+
+export interface NetworkPolicyMetrics {
+  networkPolicySynced(outcome: "ok" | "failed", changes: number, cut: number): void;
+}
+
+export interface NetworkPolicyOptions {
+  logger: pino.Logger;
+  /** The API when configured (settles undefined when it is not usable); without it nothing is enforced. */
+  api?: Promise<KubeApi | undefined>;
+  /** Bound on the GET of a new pod at setup (default 1 s). */
+  podReadTimeoutMs?: number;
+  /** Between failed syncs (default 200 ms doubling to 10 s). */
+  retryBackoff?: BackoffPolicy;
+  metrics?: NetworkPolicyMetrics;
+}
+
+/** A cached attachment as recovery lists it: enough to know the pod's host end and addresses. */
+export interface CachedPodAttachment {
+  cniArgs?: [string, string][];
+  result?: Record<string, unknown>;
+}
+
+/** This node's pods from the result cache, as the enforcer needs them at start. */
+export function localPodsFromCache(entries: readonly CachedPodAttachment[]): LocalPod[] {
+  const out: LocalPod[] = [];
+  for (const e of entries) {
+    const ifaces = Array.isArray(e.result?.interfaces) ? e.result.interfaces : [];
+    const host = ifaces.find(
+      (i: { name?: unknown; sandbox?: unknown }) =>
+        typeof i?.name === "string" && i.name.startsWith(HOST_VETH_PREFIX) && !i.sandbox,
+    ) as { name: string } | undefined;
+    if (!host) continue;
+    const ips = (Array.isArray(e.result?.ips) ? e.result.ips : [])
+      .map((ip: { address?: unknown }) =>
+        typeof ip?.address === "string" ? ip.address.split("/")[0] : undefined,
+      )
+      .filter((ip: string | undefined): ip is string => !!ip);
+    const pod = podIdentityFromArgs(e.cniArgs ?? []);
+    out.push({
+      hostIf: host.name,
+      ips,
+      ...(pod.namespace && pod.name ? { namespace: pod.namespace, name: pod.name } : {}),
+    });
+  }
+  return out;
+}
+
+export class NetworkPolicyEnforcer implements PodPolicyHook {
+  private readonly log: pino.Logger;
+  private readonly model = new PolicyModel();
+  private readonly local = new Map<string, LocalPod>();
+  private settings: NetworkPolicySettings = { enabled: false, unknownPods: "deny" };
+  private active = false;
+  private watches: ObjectWatch[] = [];
+  private readonly synced = new Set<FollowedCollection>();
+  /** What the kernel has, as last written; undefined: not known (rewrite it whole). */
+  private applied: Ruleset | undefined;
+  private readonly loop: SerialLoop;
+  /** Callers waiting for the next sync to end (ADD and DEL). */
+  private waiters: Array<{ resolve(): void; reject(e: unknown): void }> = [];
+  private nextWaiters: Array<{ resolve(): void; reject(e: unknown): void }> = [];
+  private scheduled: NodeJS.Immediate | undefined;
+  private closed = false;
+
+  constructor(private readonly o: NetworkPolicyOptions) {
+    this.log = o.logger.child({ component: "network-policy" });
+    this.loop = new SerialLoop({
+      run: () => this.sync(),
+      retryBackoff: o.retryBackoff ?? { baseMs: 200, maxMs: 10_000 },
+    });
+  }
+
+  /** Each config load: on with the kernel datapath unless driver.json says `"networkPolicy": false`. */
+  async apply(cfg: DriverConfig): Promise<void> {
+    const settings = readNetworkPolicySettings(cfg.settings);
+    const kernel = kernelDatapathPlugins(cfg.networks.values()).length > 0;
+    const want = settings.enabled && kernel;
+    this.settings = settings;
+    if (want === this.active) {
+      if (want) this.schedule();
+      return;
+    }
+    if (!want) {
+      this.log.info(
+        settings.enabled
+          ? "no network uses the kernel datapath: NetworkPolicy is the MidoNet agent's, nothing enforced here"
+          : "networkPolicy is false: NetworkPolicy not enforced",
+      );
+      await this.deactivate();
+      return;
+    }
+    const api = await this.o.api;
+    if (!api) {
+      this.log.warn("no Kubernetes API: NetworkPolicy cannot be known and is not enforced");
+      return;
+    }
+    this.active = true;
+    this.log.info(
+      { unknownPods: settings.unknownPods },
+      "enforcing NetworkPolicy on the kernel datapath",
+    );
+    this.follow(api);
+  }
+
+  /** At start, before serving: the pods this node already has (from the result cache). */
+  seed(pods: readonly LocalPod[]): void {
+    for (const p of pods) this.local.set(p.hostIf, p);
+  }
+
+  async attach(pod: LocalPod): Promise<void> {
+    this.local.set(pod.hostIf, pod);
+    if (!this.active) return;
+    if (pod.namespace && pod.name && !this.model.pod(pod.namespace, pod.name))
+      await this.readPod(pod.namespace, pod.name);
+    this.mergeLocalIps(pod);
+    await this.syncNow();
+  }
+
+  async detach(hostIf: string): Promise<void> {
+    if (!this.local.delete(hostIf) || !this.active) return;
+    await this.syncNow();
+  }
+
+  async stop(): Promise<void> {
+    this.closed = true;
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.loop.stop();
+    const watches = this.watches;
+    this.watches = [];
+    await Promise.all(watches.map((w) => w.stop()));
+  }
+
+  // --- following the API ---
+
+  private follow(api: KubeApi): void {
+    const onSynced = (kind: FollowedCollection) => () => {
+      if (!this.synced.has(kind)) this.log.info({ kind }, "listed");
+      this.synced.add(kind);
+      this.schedule();
+    };
+    const onError = (kind: FollowedCollection) => (message: string) =>
+      this.log.warn({ kind, err: message }, "watch failed; retrying");
+    this.watches.push(
+      api.watchEach(
+        "namespaces",
+        {
+          upsert: (o) => {
+            this.model.upsertNamespace(namespaceFromApi(o));
+            this.schedule();
+          },
+          remove: (o) => {
+            this.model.deleteNamespace(o.metadata?.name ?? "");
+            this.schedule();
+          },
+          onSynced: onSynced("namespaces"),
+          onError: onError("namespaces"),
+        },
+        slimNamespace,
+      ),
+      api.watchEach("networkpolicies", {
+        upsert: (o) => {
+          const problem = this.model.upsertPolicy(networkPolicyFromApi(o));
+          if (problem)
+            this.log.error(
+              { policy: problem.policy, reason: problem.reason },
+              "NetworkPolicy cannot be applied; the others keep working",
+            );
+          this.schedule();
+        },
+        remove: (o) => {
+          this.model.deletePolicy(o.metadata?.namespace ?? "", o.metadata?.name ?? "");
+          this.schedule();
+        },
+        onSynced: onSynced("networkpolicies"),
+        onError: onError("networkpolicies"),
+      }),
+      api.watchEach(
+        "pods",
+        {
+          upsert: (o) => {
+            this.upsertApiPod(o);
+            this.schedule();
+          },
+          remove: (o) => {
+            this.model.deletePod(o.metadata?.namespace ?? "", o.metadata?.name ?? "");
+            this.schedule();
+          },
+          onSynced: onSynced("pods"),
+          onError: onError("pods"),
+        },
+        slimPod,
+      ),
+    );
+  }
+
+  private upsertApiPod(o: KubeObjectView): void {
+    const pod = podFromApi(o);
+    // A finished pod's addresses go back to the pool: they are someone else's soon.
+    if (podPlacement(o).finished) pod.ips = [];
+    this.model.upsertPod(this.withLocalIps(pod));
+  }
+
+  /** The addresses this node gave the pod, when the API does not list them yet (kubelet writes them after ADD). */
+  private withLocalIps(pod: PolicyPod): PolicyPod {
+    if (pod.ips.length > 0) return pod;
+    for (const lp of this.local.values()) {
+      if (lp.namespace === pod.namespace && lp.name === pod.name) return { ...pod, ips: lp.ips };
+    }
+    return pod;
+  }
+
+  private mergeLocalIps(pod: LocalPod): void {
+    if (!pod.namespace || !pod.name) return;
+    const known = this.model.pod(pod.namespace, pod.name);
+    if (known && known.ips.length === 0) this.model.upsertPod({ ...known, ips: pod.ips });
+  }
+
+  private async readPod(namespace: string, name: string): Promise<void> {
+    const api = await this.o.api;
+    if (!api) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const obj = await Promise.race([
+        api.readPod({ namespace, name }),
+        new Promise<undefined>((resolve) => {
+          timer = setTimeout(() => resolve(undefined), this.o.podReadTimeoutMs ?? 1000);
+        }),
+      ]);
+      if (obj && !this.model.pod(namespace, name)) this.upsertApiPod(slimPod(obj));
+    } catch (err) {
+      this.log.warn(
+        { pod: `${namespace}/${name}`, err: String(err) },
+        "cannot read the pod's labels: it gets networkPolicyUnknownPods until the pod watch has it",
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // --- syncing ---
+
+  /** Whether the policies (and the namespaces their selectors read) are known. */
+  private get policiesKnown(): boolean {
+    return this.synced.has("networkpolicies") && this.synced.has("namespaces");
+  }
+
+  private standingOf(lp: LocalPod): PodStanding {
+    if (!lp.namespace || !lp.name) return { kind: "open" };
+    const unknown: PodStanding =
+      this.settings.unknownPods === "deny" ? { kind: "deny" } : { kind: "open" };
+    if (!this.policiesKnown) return unknown;
+    const pod = this.model.pod(lp.namespace, lp.name);
+    if (!pod) return this.model.hasPolicies(lp.namespace) ? unknown : { kind: "open" };
+    const policy = this.model.podPolicy({ ...pod, ips: lp.ips });
+    return policy.ingress || policy.egress ? { kind: "policy", policy } : { kind: "open" };
+  }
+
+  private schedule(): void {
+    if (!this.active || this.closed || this.scheduled) return;
+    // One sync for a burst of events (a relist delivers thousands at once).
+    this.scheduled = setImmediate(() => {
+      this.scheduled = undefined;
+      this.loop.restart();
+    });
+  }
+
+  /** A sync that starts after now; resolves when it has applied, rejects when it failed. */
+  private syncNow(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.nextWaiters.push({ resolve, reject });
+      this.loop.restart();
+    });
+  }
+
+  private async sync(): Promise<void> {
+    if (!this.active) return;
+    const waiters = this.nextWaiters;
+    this.nextWaiters = [];
+    this.waiters.push(...waiters);
+    try {
+      const pods: LocalPodRules[] = [...this.local.values()].map((lp) => ({
+        hostIf: lp.hostIf,
+        ips: lp.ips,
+        standing: this.standingOf(lp),
+      }));
+      // Until the policies are known and no pod is waiting, the last run's table keeps enforcing.
+      if (!this.applied && !this.policiesKnown && waiters.length === 0) return;
+      const next = buildRuleset(this.model, pods);
+      const script = this.applied ? diffScript(this.applied, next) : fullScript(next);
+      let cut = 0;
+      if (script) {
+        try {
+          await applyNftScript(`network policy in table inet ${POLICY_TABLE}`, script);
+        } catch (err) {
+          this.applied = undefined;
+          throw err;
+        }
+        this.applied = next;
+        if (this.policiesKnown) cut = await this.cutDenied(pods);
+      }
+      this.o.metrics?.networkPolicySynced("ok", script ? script.split("\n").length - 1 : 0, cut);
+      for (const w of this.waiters) w.resolve();
+      this.waiters = [];
+    } catch (err) {
+      this.log.error({ err: String(err) }, "cannot apply NetworkPolicy; retrying");
+      this.o.metrics?.networkPolicySynced("failed", 0, 0);
+      for (const w of this.waiters) w.reject(err);
+      this.waiters = [];
+      throw err;
+    }
+  }
+
+  /**
+   * Removes the tracked connections of this node's pods that the rules now in
+   * force would not let start: their next packet meets the rules again.
+   * Connections with the node itself are never filtered, so never cut.
+   */
+  private async cutDenied(pods: readonly LocalPodRules[]): Promise<number> {
+    const byIp = new Map<string, { lp: LocalPod; standing: PodStanding }>();
+    const standings = new Map(pods.map((p) => [p.hostIf, p.standing]));
+    for (const lp of this.local.values()) {
+      const standing = standings.get(lp.hostIf) ?? { kind: "open" };
+      if (standing.kind === "open") continue;
+      for (const ip of lp.ips) byIp.set(ip, { lp, standing });
+    }
+    if (byIp.size === 0) return 0;
+    let flows: Flow[];
+    let nodeIps: Set<string>;
+    try {
+      flows = await listFlows();
+      nodeIps = new Set((await listNodeAddresses()).map((a) => a.cidr.split("/")[0] as string));
+    } catch (err) {
+      this.log.warn({ err: String(err) }, "cannot list tracked connections: none cut");
+      return 0;
+    }
+    const denied = flows.filter((f) => {
+      // Behind a DNAT the reply comes from the real destination: that is what the rules saw.
+      const src = f.original.src;
+      const dst = f.reply.src;
+      const port = f.reply.sport;
+      if (nodeIps.has(src) || nodeIps.has(dst)) return false;
+      const protocol = f.protocol.toUpperCase() as Protocol;
+      const from = byIp.get(src);
+      const to = byIp.get(dst);
+      return (
+        (from !== undefined && !this.allowed(from, "egress", dst, protocol, port)) ||
+        (to !== undefined && !this.allowed(to, "ingress", src, protocol, port))
+      );
+    });
+    for (const f of denied) {
+      try {
+        await deleteFlow(f);
+      } catch (err) {
+        this.log.warn({ err: String(err) }, "cannot cut a denied connection");
+      }
+    }
+    if (denied.length > 0)
+      this.log.info({ connections: denied.length }, "cut connections the policies no longer allow");
+    return denied.length;
+  }
+
+  private allowed(
+    at: { lp: LocalPod; standing: PodStanding },
+    direction: "ingress" | "egress",
+    peer: string,
+    protocol: Protocol,
+    port: number,
+  ): boolean {
+    if (at.standing.kind === "deny") return false;
+    if (at.standing.kind === "open" || !at.standing.policy[direction]) return true;
+    const pod = this.model.pod(at.lp.namespace ?? "", at.lp.name ?? "") as PolicyPod;
+    return this.model.allows({ ...pod, ips: at.lp.ips }, direction, peer, protocol, port);
+  }
+
+  private async deactivate(): Promise<void> {
+    this.active = false;
+    const watches = this.watches;
+    this.watches = [];
+    this.synced.clear();
+    await Promise.all(watches.map((w) => w.stop()));
+    this.applied = undefined;
+    await deleteNftTable("inet", POLICY_TABLE);
+  }
+}
+
+/** What the pod watch keeps of a pod: what from-api.ts reads, nothing else. */
+function slimPod(o: KubeObjectView): KubeObjectView {
+  const meta = (o.metadata ?? {}) as Record<string, unknown>;
+  const spec = (o.spec ?? {}) as Record<string, unknown>;
+  const status = (o.status ?? {}) as Record<string, unknown>;
+  const ports = (list: unknown) =>
+    (Array.isArray(list) ? list : []).map((c: { ports?: unknown }) => ({ ports: c?.ports }));
+  return {
+    metadata: {
+      name: meta.name as string,
+      namespace: meta.namespace as string,
+      resourceVersion: meta.resourceVersion as string,
+      labels: meta.labels,
+    } as KubeObjectView["metadata"],
+    spec: {
+      nodeName: spec.nodeName,
+      hostNetwork: spec.hostNetwork,
+      containers: ports(spec.containers),
+      initContainers: ports(spec.initContainers),
+    },
+    status: { podIP: status.podIP, podIPs: status.podIPs, phase: status.phase },
+  };
+}
+
+function slimNamespace(o: KubeObjectView): KubeObjectView {
+  const meta = (o.metadata ?? {}) as Record<string, unknown>;
+  return {
+    metadata: {
+      name: meta.name as string,
+      resourceVersion: meta.resourceVersion as string,
+      labels: meta.labels,
+    } as KubeObjectView["metadata"],
+  };
+}

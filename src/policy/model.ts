@@ -1,0 +1,407 @@
+/**
+ * NetworkPolicy as data: the cluster's pods, namespaces and policies in, and
+ * for any pod what it may receive and send out. Pure; events cost little
+ * (an index update and a version bump), and the answers are worked out when
+ * asked for (`podPolicy`, `peerAddresses`, `namedTargets`) and kept until
+ * what they read changes.
+ *
+ * The semantics are networking.k8s.io/v1's:
+ * - a policy selects the pods of its own namespace its podSelector matches
+ *   (empty: all); hostNetwork pods are never selected;
+ * - policyTypes, when absent, are Ingress, plus Egress when there are egress rules;
+ * - a pod selected by some policy in a direction is isolated in it: only what
+ *   some rule of some such policy allows passes (policies add up);
+ * - a peer with podSelector only means pods of the policy's namespace; with
+ *   namespaceSelector only, every pod of the matching namespaces; with both,
+ *   pods matching the podSelector in those namespaces; an ipBlock means its
+ *   CIDR less its excepts; peers of one rule are OR'd; no peers: anyone;
+ * - ports: a number, a range up to endPort, or a name resolved against the
+ *   destination pod's container ports (for ingress the selected pod itself,
+ *   for egress each peer pod); no ports: every port; a name nobody has
+ *   matches nothing.
+ */
+import { type AddressRanges, addressRanges, ipBlockProblem, rangesContain } from "./addresses.js";
+import { selectorMatches, selectorProblem } from "./selector.js";
+import type {
+  Direction,
+  IpBlock,
+  NetworkPolicy,
+  PolicyNamespace,
+  PolicyPeer,
+  PolicyPod,
+  PolicyPort,
+  Protocol,
+} from "./types.js";
+import { podKey } from "./types.js";
+
+/** A port match with numbers only: `port` undefined is every port of the protocol. */
+export interface NumericPort {
+  protocol: Protocol;
+  port?: number;
+  endPort?: number;
+}
+
+/** A container port name to resolve on each destination pod (egress). */
+export interface PortName {
+  protocol: Protocol;
+  name: string;
+}
+
+/** One rule as it applies to one selected pod. */
+export interface PodRule {
+  /** The rule's identity, `<ns>/<policy>/<direction>/<index>`: its peers are `peerAddresses(id)`. */
+  id: string;
+  /** No `from`/`to`: any address. */
+  anyPeer: boolean;
+  /** "any": no `ports`. Else the numeric ports (ingress: names resolved on the pod); may be empty. */
+  ports: "any" | NumericPort[];
+  /** Egress only: named ports, resolved per destination pod (`namedTargets(id)`). */
+  portNames: PortName[];
+}
+
+/** What one pod may do: undefined in a direction where no policy isolates it. */
+export interface PodPolicy {
+  ingress?: PodRule[];
+  egress?: PodRule[];
+}
+
+/** A destination a named egress port resolved to. */
+export interface NamedTarget {
+  ip: string;
+  protocol: Protocol;
+  port: number;
+}
+
+interface RuleState {
+  id: string;
+  /** The policy's namespace: a peer without namespaceSelector means it. */
+  namespace: string;
+  /** undefined: any peer. */
+  peers: PolicyPeer[] | undefined;
+  ports: PolicyPort[] | undefined;
+  blocks: IpBlock[];
+  /** The pod peers, as last worked out, and what that depended on. */
+  members?: { pods: PolicyPod[]; stamp: string };
+}
+
+interface PolicyState {
+  key: string;
+  policy: NetworkPolicy;
+  ingress: RuleState[] | undefined;
+  egress: RuleState[] | undefined;
+}
+
+/** A policy the model cannot apply as written, and why. */
+export interface PolicyProblem {
+  policy: string;
+  reason: string;
+}
+
+const protocolOf = (p: PolicyPort): Protocol => p.protocol ?? "TCP";
+
+export class PolicyModel {
+  private readonly pods = new Map<string, PolicyPod>();
+  private readonly podsByNamespace = new Map<string, Map<string, PolicyPod>>();
+  private readonly namespaces = new Map<string, Record<string, string>>();
+  private readonly policies = new Map<string, PolicyState>();
+  private readonly policiesByNamespace = new Map<string, Set<string>>();
+  private readonly rules = new Map<string, RuleState>();
+  /**
+   * Peers are worked out when asked for, not on every event: with 150,000
+   * pods and 10,000 policies a node asks about the few rules that apply to
+   * its own pods. A pod event bumps its namespace's version, a namespace event
+   * the namespaces' version; a rule's peers are kept while the versions it
+   * read are unchanged.
+   */
+  private readonly namespaceVersions = new Map<string, number>();
+  private namespacesVersion = 0;
+  private podsVersion = 0;
+  private readonly rangeCache = new Map<string, { stamp: string; ranges: AddressRanges }>();
+  private readonly targetCache = new Map<string, { stamp: string; targets: NamedTarget[] }>();
+
+  // --- inputs ---
+
+  upsertPod(pod: PolicyPod): void {
+    const key = podKey(pod.namespace, pod.name);
+    this.pods.set(key, pod);
+    const inNs = this.podsByNamespace.get(pod.namespace) ?? new Map<string, PolicyPod>();
+    this.podsByNamespace.set(pod.namespace, inNs);
+    inNs.set(key, pod);
+    this.touchNamespace(pod.namespace);
+  }
+
+  deletePod(namespace: string, name: string): void {
+    const key = podKey(namespace, name);
+    if (!this.pods.delete(key)) return;
+    this.podsByNamespace.get(namespace)?.delete(key);
+    this.touchNamespace(namespace);
+  }
+
+  upsertNamespace(ns: PolicyNamespace): void {
+    this.namespaces.set(ns.name, ns.labels);
+    this.namespacesVersion++;
+  }
+
+  deleteNamespace(name: string): void {
+    if (this.namespaces.delete(name)) this.namespacesVersion++;
+  }
+
+  /** Adds or replaces a policy; answers why it cannot be applied, or undefined. */
+  upsertPolicy(policy: NetworkPolicy): PolicyProblem | undefined {
+    const key = podKey(policy.namespace, policy.name);
+    this.deletePolicy(policy.namespace, policy.name);
+    const problem = policyProblem(policy);
+    if (problem) return { policy: key, reason: problem };
+    const types = policy.policyTypes ?? [
+      "Ingress",
+      ...((policy.egress?.length ?? 0) > 0 ? (["Egress"] as const) : []),
+    ];
+    const state: PolicyState = {
+      key,
+      policy,
+      ingress: types.includes("Ingress") ? this.rulesOf(policy, "ingress") : undefined,
+      egress: types.includes("Egress") ? this.rulesOf(policy, "egress") : undefined,
+    };
+    this.policies.set(key, state);
+    const inNs = this.policiesByNamespace.get(policy.namespace) ?? new Set<string>();
+    this.policiesByNamespace.set(policy.namespace, inNs);
+    inNs.add(key);
+    return undefined;
+  }
+
+  deletePolicy(namespace: string, name: string): void {
+    const key = podKey(namespace, name);
+    const state = this.policies.get(key);
+    if (!state) return;
+    for (const r of [...(state.ingress ?? []), ...(state.egress ?? [])]) {
+      this.rules.delete(r.id);
+      this.rangeCache.delete(r.id);
+      this.targetCache.delete(r.id);
+    }
+    this.policies.delete(key);
+    this.policiesByNamespace.get(namespace)?.delete(key);
+  }
+
+  // --- questions ---
+
+  pod(namespace: string, name: string): PolicyPod | undefined {
+    return this.pods.get(podKey(namespace, name));
+  }
+
+  /** Whether any policy exists in the namespace (a pod there whose labels are unknown may be isolated). */
+  hasPolicies(namespace: string): boolean {
+    return (this.policiesByNamespace.get(namespace)?.size ?? 0) > 0;
+  }
+
+  /** What `pod` may receive and send, by the policies of its namespace that select it. */
+  podPolicy(pod: PolicyPod): PodPolicy {
+    if (pod.hostNetwork) return {};
+    const out: PodPolicy = {};
+    const keys = [...(this.policiesByNamespace.get(pod.namespace) ?? [])].sort();
+    for (const key of keys) {
+      const state = this.policies.get(key) as PolicyState;
+      if (!selectorMatches(state.policy.podSelector, pod.labels)) continue;
+      if (state.ingress) {
+        out.ingress ??= [];
+        for (const r of state.ingress) out.ingress.push(this.podRule(r, "ingress", pod));
+      }
+      if (state.egress) {
+        out.egress ??= [];
+        for (const r of state.egress) out.egress.push(this.podRule(r, "egress", pod));
+      }
+    }
+    return out;
+  }
+
+  /** The addresses a rule's peers come to (pods and ipBlocks); empty for an any-peer rule. */
+  peerAddresses(ruleId: string): AddressRanges {
+    const rule = this.rules.get(ruleId);
+    if (!rule?.peers) return { v4: [], v6: [] };
+    const members = this.members(rule);
+    const cached = this.rangeCache.get(ruleId);
+    if (cached?.stamp === members.stamp) return cached.ranges;
+    const ranges = addressRanges(
+      members.pods.flatMap((p) => p.ips),
+      rule.blocks,
+    );
+    this.rangeCache.set(ruleId, { stamp: members.stamp, ranges });
+    return ranges;
+  }
+
+  /**
+   * The destinations an egress rule's named ports resolve to: each peer pod
+   * (or, for a rule without peers, every pod; for ipBlocks, the pods inside)
+   * that has a container port of that name and protocol.
+   */
+  namedTargets(ruleId: string, names: readonly PortName[]): NamedTarget[] {
+    const rule = this.rules.get(ruleId);
+    if (!rule || names.length === 0) return [];
+    const wide = !rule.peers || rule.blocks.length > 0;
+    const stamp = `${wide ? this.podsVersion : this.members(rule).stamp}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`;
+    const cached = this.targetCache.get(ruleId);
+    if (cached?.stamp === stamp) return cached.targets;
+    const candidates = new Map<string, PolicyPod>();
+    if (!rule.peers) for (const [k, p] of this.pods) candidates.set(k, p);
+    else {
+      for (const p of this.members(rule).pods) candidates.set(podKey(p.namespace, p.name), p);
+      if (rule.blocks.length > 0) {
+        const blocks = addressRanges([], rule.blocks);
+        for (const [key, p] of this.pods) {
+          if (p.ips.some((ip) => rangesContain(blocks, ip))) candidates.set(key, p);
+        }
+      }
+    }
+    const targets: NamedTarget[] = [];
+    for (const p of candidates.values()) {
+      if (p.hostNetwork) continue;
+      for (const n of names) {
+        const found = p.namedPorts.find((np) => np.name === n.name && np.protocol === n.protocol);
+        if (found)
+          for (const ip of p.ips) targets.push({ ip, protocol: n.protocol, port: found.port });
+      }
+    }
+    this.targetCache.set(ruleId, { stamp, targets });
+    return targets;
+  }
+
+  /**
+   * Whether `pod` may, in `direction`, exchange a connection's first packet
+   * with `peerIp` to destination port `port`: the question a policy change
+   * asks of every tracked connection, so that those no longer allowed are cut.
+   */
+  allows(
+    pod: PolicyPod,
+    direction: Direction,
+    peerIp: string,
+    protocol: Protocol,
+    port: number,
+  ): boolean {
+    const rules = this.podPolicy(pod)[direction];
+    if (!rules) return true;
+    return rules.some((r) => {
+      if (!r.anyPeer && !rangesContain(this.peerAddresses(r.id), peerIp)) return false;
+      if (r.ports === "any") return true;
+      if (r.ports.some((p) => portMatches(p, protocol, port))) return true;
+      return this.namedTargets(r.id, r.portNames).some(
+        (t) => t.ip === peerIp && t.protocol === protocol && t.port === port,
+      );
+    });
+  }
+
+  // --- insides ---
+
+  private touchNamespace(namespace: string): void {
+    this.namespaceVersions.set(namespace, (this.namespaceVersions.get(namespace) ?? 0) + 1);
+    this.podsVersion++;
+  }
+
+  private rulesOf(policy: NetworkPolicy, direction: Direction): RuleState[] {
+    const key = podKey(policy.namespace, policy.name);
+    return (policy[direction] ?? []).map((r, i) => {
+      const peers = r.peers && r.peers.length > 0 ? r.peers : undefined;
+      const state: RuleState = {
+        id: `${key}/${direction}/${i}`,
+        namespace: policy.namespace,
+        peers,
+        ports: r.ports && r.ports.length > 0 ? r.ports : undefined,
+        blocks: (peers ?? []).flatMap((p) => (p.ipBlock ? [p.ipBlock] : [])),
+      };
+      this.rules.set(state.id, state);
+      return state;
+    });
+  }
+
+  /** The namespaces whose pods a peer may pick. */
+  private peerNamespaces(peer: PolicyPeer, policyNamespace: string): string[] {
+    if (!peer.namespaceSelector) return [policyNamespace];
+    return [...this.namespaces]
+      .filter(([, labels]) => selectorMatches(peer.namespaceSelector, labels))
+      .map(([name]) => name);
+  }
+
+  /** The rule's pod peers, worked out again only when a namespace it reads has changed. */
+  private members(rule: RuleState): { pods: PolicyPod[]; stamp: string } {
+    const podPeers = (rule.peers ?? []).filter((p) => !p.ipBlock);
+    const stampOf = (namespaces: Iterable<string>) =>
+      `${this.namespacesVersion}:${[...namespaces].map((n) => this.namespaceVersions.get(n) ?? 0).join(",")}`;
+    const cached = rule.members;
+    if (cached?.stamp.startsWith(`${this.namespacesVersion}:`)) {
+      const read = cached.stamp === stampOf(this.readNamespaces(podPeers, rule.namespace));
+      if (read) return cached;
+    }
+    const namespaces = this.readNamespaces(podPeers, rule.namespace);
+    const pods = new Map<string, PolicyPod>();
+    for (const peer of podPeers) {
+      for (const ns of this.peerNamespaces(peer, rule.namespace)) {
+        for (const [key, pod] of this.podsByNamespace.get(ns) ?? []) {
+          if (!pod.hostNetwork && selectorMatches(peer.podSelector, pod.labels)) pods.set(key, pod);
+        }
+      }
+    }
+    rule.members = { pods: [...pods.values()], stamp: stampOf(namespaces) };
+    return rule.members;
+  }
+
+  /** Every namespace the rule's pod peers read, in a stable order. */
+  private readNamespaces(podPeers: PolicyPeer[], policyNamespace: string): string[] {
+    const all = new Set<string>();
+    for (const peer of podPeers)
+      for (const ns of this.peerNamespaces(peer, policyNamespace)) all.add(ns);
+    return [...all].sort();
+  }
+
+  private podRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {
+    const base = { id: rule.id, anyPeer: !rule.peers };
+    if (!rule.ports) return { ...base, ports: "any", portNames: [] };
+    const ports: NumericPort[] = [];
+    const portNames: PortName[] = [];
+    for (const p of rule.ports) {
+      const protocol = protocolOf(p);
+      if (p.port === undefined) ports.push({ protocol });
+      else if (typeof p.port === "number")
+        ports.push({
+          protocol,
+          port: p.port,
+          ...(p.endPort !== undefined && p.endPort > p.port ? { endPort: p.endPort } : {}),
+        });
+      else if (direction === "ingress") {
+        const found = pod.namedPorts.find((np) => np.name === p.port && np.protocol === protocol);
+        if (found) ports.push({ protocol, port: found.port });
+      } else portNames.push({ protocol, name: p.port });
+    }
+    return { ...base, ports, portNames };
+  }
+}
+
+function portMatches(p: NumericPort, protocol: Protocol, port: number): boolean {
+  if (p.protocol !== protocol) return false;
+  if (p.port === undefined) return true;
+  return port >= p.port && port <= (p.endPort ?? p.port);
+}
+
+/** Why a policy cannot be applied as written; the API server's validation refuses most of these. */
+function policyProblem(policy: NetworkPolicy): string | undefined {
+  const selectors = [policy.podSelector];
+  for (const r of [...(policy.ingress ?? []), ...(policy.egress ?? [])]) {
+    for (const peer of r.peers ?? []) {
+      selectors.push(peer.podSelector ?? {}, peer.namespaceSelector ?? {});
+      if (peer.ipBlock) {
+        const problem = ipBlockProblem(peer.ipBlock);
+        if (problem) return problem;
+      }
+    }
+    for (const p of r.ports ?? []) {
+      if (!["TCP", "UDP", "SCTP"].includes(protocolOf(p)))
+        return `port protocol ${JSON.stringify(p.protocol)} is not TCP, UDP or SCTP`;
+      if (typeof p.port === "number" && (p.port < 1 || p.port > 65535))
+        return `port ${p.port} is out of 1-65535`;
+      if (p.endPort !== undefined && (typeof p.port !== "number" || p.endPort < p.port))
+        return `endPort ${p.endPort} needs a numeric port no greater than it`;
+    }
+  }
+  for (const s of selectors) {
+    const problem = selectorProblem(s);
+    if (problem) return problem;
+  }
+  return undefined;
+}
