@@ -503,7 +503,7 @@ describe("manifests (daemonset/ and configmap/)", () => {
       expect(POD?.serviceAccountName).to.equal(NAME);
     });
 
-    it("the ClusterRole grants exactly nodes get/list/watch/patch, pods get/patch, configmaps get/list/watch, events create/patch", () => {
+    it("the ClusterRole grants exactly nodes get/list/watch/patch, pods get/list/watch/patch, namespaces and networkpolicies list/watch, configmaps get/list/watch, events create/patch", () => {
       const role = find<IClusterRole>(RAW, "ClusterRole", NAME);
       const granted = (role.rules ?? []).flatMap((r) => {
         expect(r.resourceNames, "resourceNames").to.equal(undefined);
@@ -519,7 +519,13 @@ describe("manifests (daemonset/ and configmap/)", () => {
           "core/nodes: watch",
           "core/nodes: patch",
           "core/pods: get",
+          "core/pods: list",
+          "core/pods: watch",
           "core/pods: patch",
+          "core/namespaces: list",
+          "core/namespaces: watch",
+          "networking.k8s.io/networkpolicies: list",
+          "networking.k8s.io/networkpolicies: watch",
           "core/configmaps: get",
           "core/configmaps: list",
           "core/configmaps: watch",

@@ -69,6 +69,9 @@ describe("driver/metrics", () => {
       "cni_driver_cluster_routes gauge",
       "cni_driver_cluster_unrouted_nodes gauge",
       "cni_driver_cluster_network_applications_total counter",
+      "cni_driver_network_policy_syncs_total counter",
+      "cni_driver_network_policy_changes_total counter",
+      "cni_driver_network_policy_connections_cut_total counter",
       "cni_driver_node_annotation_writes_total counter",
       "cni_driver_pod_annotation_patches_total counter",
       "cni_driver_pod_events_total counter",
@@ -136,6 +139,20 @@ describe("driver/metrics", () => {
       expect(value(samples, "cni_driver_cluster_network_applications_total", { outcome })).to.equal(
         1,
       );
+  });
+
+  it("counts NetworkPolicy syncs by outcome, the commands they wrote and the connections they cut", async () => {
+    const m = new Metrics();
+    m.networkPolicySynced("ok", 7, 0);
+    m.networkPolicySynced("failed", 0, 0);
+    m.networkPolicySynced("ok", 3, 2);
+    const samples = parseExposition(await m.render());
+    expect(value(samples, "cni_driver_network_policy_syncs_total", { outcome: "ok" })).to.equal(2);
+    expect(value(samples, "cni_driver_network_policy_syncs_total", { outcome: "failed" })).to.equal(
+      1,
+    );
+    expect(value(samples, "cni_driver_network_policy_changes_total")).to.equal(10);
+    expect(value(samples, "cni_driver_network_policy_connections_cut_total")).to.equal(2);
   });
 
   it("counts Node annotation writes, pod annotation patches and pod Events by outcome", async () => {
