@@ -183,6 +183,8 @@ const verdicts = (m: Map<string, string>) =>
 const FORWARD_CHAIN = [
   "type filter hook forward priority filter; policy accept;",
   "ct state established,related accept",
+  // Neighbour discovery between pods on one bridge is no connection a policy speaks of.
+  "icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } accept",
   "ip saddr vmap @egress4",
   "ip6 saddr vmap @egress6",
   "ip daddr vmap @ingress4",

@@ -1,0 +1,193 @@
+/**
+ * The NetworkPolicy table as the kernel takes it: each ruleset written whole
+ * (fullScript) and each change written as a diff (diffScript) to a real
+ * nftables in a network namespace of its own. After every step the table a
+ * chain of diffs built must be the table the whole script builds: the
+ * incremental path never drifts from the full one.
+ */
+import { expect } from "chai";
+import { execaSync } from "execa";
+import {
+  buildRuleset,
+  diffScript,
+  fullScript,
+  type LocalPodRules,
+  POLICY_TABLE,
+  type Ruleset,
+} from "../../src/driver/network-policy/ruleset.js";
+import { PolicyModel } from "../../src/policy/model.js";
+import type { NetworkPolicy, PolicyPod } from "../../src/policy/types.js";
+import { createNetns, deleteNetns, uniqueTag } from "../support/netns.js";
+import { requireCommand, requireRoot } from "../support/requirements.js";
+
+const NAMED = [
+  { name: "serve-80-tcp", protocol: "TCP" as const, port: 80 },
+  { name: "serve-81-udp", protocol: "UDP" as const, port: 81 },
+];
+
+function pod(namespace: string, name: string, ips: string[], labels = { pod: name }): PolicyPod {
+  return { namespace, name, labels, ips, namedPorts: NAMED, hostNetwork: false };
+}
+
+function nft(ns: string, args: string[], input?: string): string {
+  const r = execaSync("ip", ["netns", "exec", ns, "nft", ...args], {
+    ...(input !== undefined ? { input } : {}),
+    reject: false,
+  });
+  if (r.exitCode !== 0) throw new Error(`nft ${args.join(" ")}: ${r.stderr}\n${input ?? ""}`);
+  return r.stdout;
+}
+
+/** The table as nft lists it, each block's lines sorted (the kernel keeps its own order of sets and chains). */
+function listing(ns: string): string[] {
+  const text = nft(ns, ["list", "table", "inet", POLICY_TABLE]);
+  return text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .sort();
+}
+
+describe("network policy: the nftables table, whole and by diffs", function () {
+  this.timeout(60_000);
+  const tag = uniqueTag();
+  const byDiff = `npt-${tag}-diff`;
+  const whole = `npt-${tag}-whole`;
+  const model = new PolicyModel();
+  const local: LocalPodRules[] = [];
+  let applied: Ruleset | undefined;
+
+  const localPods = (): LocalPodRules[] =>
+    local.map((lp) => {
+      const [namespace, name] = lp.hostIf.replace(/^mido/, "").split("-") as [string, string];
+      const p = model.pod(namespace, name);
+      const policy = p ? model.podPolicy(p) : {};
+      return {
+        ...lp,
+        standing:
+          lp.standing.kind === "deny"
+            ? lp.standing
+            : policy.ingress || policy.egress
+              ? { kind: "policy", policy }
+              : { kind: "open" },
+      };
+    });
+
+  /** Applies the change as a diff in one namespace and whole in the other; the two must agree. */
+  function step(): string {
+    const next = buildRuleset(model, localPods());
+    const script = applied ? diffScript(applied, next) : fullScript(next);
+    if (script) nft(byDiff, ["-f", "-"], script);
+    nft(whole, ["-f", "-"], fullScript(next));
+    applied = next;
+    expect(listing(byDiff)).to.deep.equal(listing(whole));
+    return script;
+  }
+
+  before(function () {
+    requireRoot(this);
+    requireCommand(this, "nft", "nftables");
+    createNetns(byDiff);
+    createNetns(whole);
+    model.upsertNamespace({ name: "x", labels: { ns: "x" } });
+    model.upsertNamespace({ name: "y", labels: { ns: "y" } });
+    for (const [ns, n, ips] of [
+      ["x", "a", ["10.244.1.2", "fd00:1::2"]],
+      ["x", "b", ["10.244.1.3"]],
+      ["y", "a", ["10.244.2.2", "fd00:2::2"]],
+      ["y", "b", ["10.244.2.3"]],
+    ] as const) {
+      model.upsertPod(pod(ns, n, [...ips]));
+    }
+    local.push(
+      { hostIf: "midox-a", ips: ["10.244.1.2", "fd00:1::2"], standing: { kind: "open" } },
+      { hostIf: "midox-b", ips: ["10.244.1.3"], standing: { kind: "open" } },
+    );
+  });
+
+  after(() => {
+    for (const ns of [byDiff, whole]) deleteNetns(ns);
+  });
+
+  it("starts empty: the maps and the forward chain, no pod chain", () => {
+    step();
+    const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
+    expect(text).to.include("hook forward");
+    expect(text).to.include("ct state established,related accept");
+    expect(text).not.to.include("chain in-");
+  });
+
+  it("a policy selecting x/a: its chains, a peer set of both families, the verdicts", () => {
+    const policy: NetworkPolicy = {
+      namespace: "x",
+      name: "allow-y",
+      podSelector: { matchLabels: { pod: "a" } },
+      ingress: [
+        {
+          peers: [{ namespaceSelector: { matchLabels: { ns: "y" } } }],
+          ports: [{ port: "serve-80-tcp" }, { protocol: "UDP", port: 81, endPort: 90 }],
+        },
+      ],
+      egress: [{ ports: [{ port: "serve-81-udp", protocol: "UDP" }] }],
+      policyTypes: ["Ingress", "Egress"],
+    };
+    expect(model.upsertPolicy(policy)).to.equal(undefined);
+    step();
+    const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
+    expect(text).to.match(/chain in-midox-a/);
+    expect(text).to.match(/chain eg-midox-a/);
+    expect(text).to.match(/10\.244\.1\.2 : jump in-midox-a/);
+    expect(text).to.match(/fd00:1::2 : jump in-midox-a/);
+    expect(text).to.include("tcp dport 80");
+    expect(text).to.include("udp dport 81-90");
+    expect(text).not.to.match(/10\.244\.1\.3 : jump/);
+  });
+
+  it("a new peer pod rewrites its set only", () => {
+    model.upsertPod(pod("y", "c", ["10.244.2.4"]));
+    const script = step();
+    expect(script).to.match(/^flush set /m);
+    expect(script).not.to.match(/chain/);
+  });
+
+  it("a label change moves a pod out of the policy: its chains and verdicts go", () => {
+    model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"], { pod: "z" }));
+    const script = step();
+    expect(script).to.match(/delete chain .* in-midox-a/);
+    const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
+    expect(text).not.to.include("in-midox-a");
+  });
+
+  it("an unknown pod's verdicts jump to the deny chain, and back", () => {
+    local[1] = { ...(local[1] as LocalPodRules), standing: { kind: "deny" } };
+    step();
+    expect(nft(byDiff, ["list", "map", "inet", POLICY_TABLE, "ingress4"])).to.include(
+      "10.244.1.3 : jump deny",
+    );
+    local[1] = { ...(local[1] as LocalPodRules), standing: { kind: "open" } };
+    step();
+    expect(nft(byDiff, ["list", "map", "inet", POLICY_TABLE, "ingress4"])).not.to.include(
+      "10.244.1.3",
+    );
+  });
+
+  it("ipBlock with except, several policies, then every policy deleted", () => {
+    model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"]));
+    model.upsertPolicy({
+      namespace: "x",
+      name: "block",
+      podSelector: {},
+      ingress: [{ peers: [{ ipBlock: { cidr: "10.244.0.0/16", except: ["10.244.2.0/24"] } }] }],
+    });
+    step();
+    const sets = nft(byDiff, ["list", "sets", "inet"]);
+    expect(sets).to.include("10.244.0.0/23");
+    expect(sets).to.include("10.244.3.0-10.244.255.255");
+    model.deletePolicy("x", "block");
+    model.deletePolicy("x", "allow-y");
+    step();
+    const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
+    expect(text).not.to.match(/chain (in|eg)-/);
+    expect(text).not.to.match(/set p_/);
+  });
+});
