@@ -146,27 +146,32 @@ export class PolicyModel {
     if (this.namespaces.delete(name)) this.namespacesVersion++;
   }
 
-  /** Adds or replaces a policy; answers why it cannot be applied, or undefined. */
+  /**
+   * Adds or replaces a policy; answers why it cannot be applied as written, or
+   * undefined. One that cannot still isolates the pods it selects.
+   */
   upsertPolicy(policy: NetworkPolicy): PolicyProblem | undefined {
     const key = podKey(policy.namespace, policy.name);
     this.deletePolicy(policy.namespace, policy.name);
     const problem = policyProblem(policy);
-    if (problem) return { policy: key, reason: problem };
     const types = policy.policyTypes ?? [
       "Ingress",
       ...((policy.egress?.length ?? 0) > 0 ? (["Egress"] as const) : []),
     ];
+    // One that cannot be applied still isolates what it selects, allowing nothing of its own:
+    // failing closed keeps a typo from opening pods its author meant to protect.
+    const rules = (direction: Direction) => (problem ? [] : this.rulesOf(policy, direction));
     const state: PolicyState = {
       key,
       policy,
-      ingress: types.includes("Ingress") ? this.rulesOf(policy, "ingress") : undefined,
-      egress: types.includes("Egress") ? this.rulesOf(policy, "egress") : undefined,
+      ingress: types.includes("Ingress") ? rules("ingress") : undefined,
+      egress: types.includes("Egress") ? rules("egress") : undefined,
     };
     this.policies.set(key, state);
     const inNs = this.policiesByNamespace.get(policy.namespace) ?? new Set<string>();
     this.policiesByNamespace.set(policy.namespace, inNs);
     inNs.add(key);
-    return undefined;
+    return problem ? { policy: key, reason: problem } : undefined;
   }
 
   deletePolicy(namespace: string, name: string): void {

@@ -230,7 +230,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
           if (problem)
             this.log.error(
               { policy: problem.policy, reason: problem.reason },
-              "NetworkPolicy cannot be applied; the others keep working",
+              "NetworkPolicy cannot be applied as written: it isolates what it selects and allows nothing of its own; the others keep working",
             );
           this.schedule();
         },
