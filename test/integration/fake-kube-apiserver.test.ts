@@ -18,6 +18,7 @@ import {
   type KubernetesObject,
   ListWatch,
   makeInformer,
+  NetworkingV1Api,
   PatchStrategy,
   setHeaderOptions,
   type V1ConfigMap,
@@ -899,6 +900,116 @@ describe("fake kube-apiserver through @kubernetes/client-node", () => {
       await until(() => w.events.length > 0, "a bookmark");
       expect(w.events[0]).to.include({ type: "BOOKMARK", rv: server.resourceVersion() });
       w.controller.abort();
+    });
+
+    it("networkpolicies (networking.k8s.io/v1) list and watch across namespaces and in one; pods and namespaces cluster-wide, as policy enforcement reads them", async () => {
+      const networking = kc.makeApiClient(NetworkingV1Api);
+      for (const ns of ["x", "y"])
+        server.put("namespaces", {
+          metadata: { name: ns, labels: { ns, "kubernetes.io/metadata.name": ns } },
+        });
+      server.put("pods", {
+        metadata: { name: "a", namespace: "x", labels: { pod: "a" } },
+        spec: { nodeName: "node1" },
+      });
+      server.put("networkpolicies", {
+        metadata: { name: "deny", namespace: "x" },
+        spec: { podSelector: {}, policyTypes: ["Ingress"] },
+      });
+      const list = await networking.listNetworkPolicyForAllNamespaces();
+      expect(list).to.include({ kind: "NetworkPolicyList", apiVersion: "networking.k8s.io/v1" });
+      expect(list.items.map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)).to.deep.equal([
+        "x/deny",
+      ]);
+      expect(list.items[0]?.spec?.policyTypes).to.deep.equal(["Ingress"]);
+      expect(
+        (await networking.listNamespacedNetworkPolicy({ namespace: "y" })).items,
+      ).to.deep.equal([]);
+      const pods = await core.listPodForAllNamespaces();
+      const namespaces = await core.listNamespace({ labelSelector: "ns" });
+      expect(namespaces.items.map((n) => n.metadata?.name)).to.deep.equal(["x", "y"]);
+      const from = { resourceVersion: list.metadata?.resourceVersion };
+      const all = await collectWatch(kc, "/apis/networking.k8s.io/v1/networkpolicies", from);
+      const inY = await collectWatch(
+        kc,
+        "/apis/networking.k8s.io/v1/namespaces/y/networkpolicies",
+        from,
+      );
+      const podWatch = await collectWatch(kc, "/api/v1/pods", {
+        resourceVersion: pods.metadata?.resourceVersion,
+      });
+      const nsWatch = await collectWatch(kc, "/api/v1/namespaces", {
+        resourceVersion: namespaces.metadata?.resourceVersion,
+      });
+
+      const created = await networking.createNamespacedNetworkPolicy({
+        namespace: "y",
+        body: {
+          metadata: { name: "allow" },
+          spec: {
+            podSelector: { matchLabels: { pod: "a" } },
+            policyTypes: ["Ingress"],
+            ingress: [
+              {
+                // client-node's name for `from` (a reserved word); it sends `from`.
+                _from: [{ namespaceSelector: { matchLabels: { ns: "x" } } }],
+                ports: [{ protocol: "TCP", port: "serve-80-tcp" }],
+              },
+            ],
+          },
+        },
+      });
+      expect(created.metadata?.uid).to.match(/^[0-9a-f-]{36}$/);
+      server.put("networkpolicies", {
+        metadata: { name: "deny", namespace: "x" },
+        spec: { podSelector: { matchLabels: { pod: "a" } }, policyTypes: ["Ingress"] },
+      });
+      const deleted = await networking.deleteNamespacedNetworkPolicy({
+        name: "deny",
+        namespace: "x",
+      });
+      expect(deleted).to.deep.include({ kind: "Status", status: "Success" });
+      server.put("pods", {
+        metadata: { name: "b", namespace: "y", labels: { pod: "b" } },
+        spec: { nodeName: "node2" },
+      });
+      server.put("namespaces", {
+        metadata: { name: "x", labels: { ns: "x", "kubernetes.io/metadata.name": "x", env: "e" } },
+      });
+      await until(
+        () =>
+          all.events.length >= 3 &&
+          inY.events.length >= 1 &&
+          podWatch.events.length >= 1 &&
+          nsWatch.events.length >= 1,
+        "the events",
+      );
+      const named = (w: typeof all) =>
+        w.events.map((e) => `${e.type} ${e.object.metadata?.namespace ?? ""}/${e.name}`);
+      expect(named(all)).to.deep.equal(["ADDED y/allow", "MODIFIED x/deny", "DELETED x/deny"]);
+      expect(named(inY)).to.deep.equal(["ADDED y/allow"]);
+      expect(named(podWatch)).to.deep.equal(["ADDED y/b"]);
+      expect(named(nsWatch)).to.deep.equal(["MODIFIED /x"]);
+      expect(all.events[0]?.object).to.deep.include({
+        kind: "NetworkPolicy",
+        apiVersion: "networking.k8s.io/v1",
+      });
+      // A watch hands over the wire's JSON: `from`, and the named port as a string.
+      expect((all.events[0]!.object as unknown as { spec: unknown }).spec).to.deep.equal({
+        podSelector: { matchLabels: { pod: "a" } },
+        policyTypes: ["Ingress"],
+        ingress: [
+          {
+            from: [{ namespaceSelector: { matchLabels: { ns: "x" } } }],
+            ports: [{ protocol: "TCP", port: "serve-80-tcp" }],
+          },
+        ],
+      });
+      const typed = await networking.readNamespacedNetworkPolicy({ name: "allow", namespace: "y" });
+      expect(typed.spec?.ingress?.[0]?._from?.[0]?.namespaceSelector?.matchLabels).to.deep.equal({
+        ns: "x",
+      });
+      for (const w of [all, inY, podWatch, nsWatch]) w.controller.abort();
     });
 
     it("ends open watches on close()", async () => {

@@ -5,7 +5,8 @@
  * errors included:
  *
  * - core/v1 nodes, pods, configmaps, services, events, namespaces;
- *   discovery.k8s.io/v1 endpointslices; coordination.k8s.io/v1 leases.
+ *   discovery.k8s.io/v1 endpointslices; coordination.k8s.io/v1 leases;
+ *   networking.k8s.io/v1 networkpolicies.
  *   Namespaced, cluster-scoped and all-namespaces paths.
  * - list (label and field selectors, limit/continue, list resourceVersion), watch
  *   (JSON lines from a resourceVersion, 410 Expired once history is compacted,
@@ -72,7 +73,8 @@ export type FakeResource =
   | "events"
   | "namespaces"
   | "endpointslices"
-  | "leases";
+  | "leases"
+  | "networkpolicies";
 
 export interface FakeKubeApiServerOptions {
   /** Bearer token the server requires (default: random). */
@@ -303,6 +305,10 @@ const RESOURCES: ResourceDef[] = [
       ],
     }),
     group: "coordination.k8s.io",
+  },
+  {
+    ...coreDef("networkpolicies", "NetworkPolicy", { namespaced: true }),
+    group: "networking.k8s.io",
   },
 ];
 

@@ -128,6 +128,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   private nextWaiters: Array<{ resolve(): void; reject(e: unknown): void }> = [];
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
+  /** The config loads being applied, in order. */
+  private switching: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: NetworkPolicyOptions) {
     this.log = o.logger.child({ component: "network-policy" });
@@ -137,8 +139,17 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     });
   }
 
-  /** Each config load: on with the kernel datapath unless driver.json says `"networkPolicy": false`. */
-  async apply(cfg: DriverConfig): Promise<void> {
+  /**
+   * Each config load: on with the kernel datapath unless driver.json says
+   * `"networkPolicy": false`. Loads are applied in order; an ADD waits for the
+   * one under way, so no pod is set up in the gap before the first.
+   */
+  apply(cfg: DriverConfig): Promise<void> {
+    this.switching = this.switching.catch(() => undefined).then(() => this.switchTo(cfg));
+    return this.switching;
+  }
+
+  private async switchTo(cfg: DriverConfig): Promise<void> {
     const settings = readNetworkPolicySettings(cfg.settings);
     const kernel = kernelDatapathPlugins(cfg.networks.values()).length > 0;
     const want = settings.enabled && kernel;
@@ -176,6 +187,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
 
   async attach(pod: LocalPod): Promise<void> {
     this.local.set(pod.hostIf, pod);
+    await this.switching.catch(() => undefined);
     if (!this.active) return;
     if (pod.namespace && pod.name && !this.model.pod(pod.namespace, pod.name))
       await this.readPod(pod.namespace, pod.name);
@@ -184,7 +196,9 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   }
 
   async detach(hostIf: string): Promise<void> {
-    if (!this.local.delete(hostIf) || !this.active) return;
+    if (!this.local.delete(hostIf)) return;
+    await this.switching.catch(() => undefined);
+    if (!this.active) return;
     await this.syncNow();
   }
 
