@@ -96,6 +96,9 @@ class RulesetBuilder {
     },
   };
 
+  /** Each rule's peer sets, by family, once worked out. */
+  private readonly peerFamilies = new Map<string, Array<{ family: 4 | 6; name: string }>>();
+
   constructor(private readonly model: PolicyModel) {}
 
   addPod(pod: LocalPodRules): void {
@@ -130,23 +133,26 @@ class RulesetBuilder {
     return lines;
   }
 
-  /** The rule's peer sets, one per family that has addresses. */
+  /** The rule's peer sets, one per family that has addresses; worked out once per ruleset. */
   private peerFragments(ruleId: string, field: "saddr" | "daddr"): string[] {
-    const ranges: AddressRanges = this.model.peerAddresses(ruleId);
-    const out: string[] = [];
-    for (const family of [4, 6] as const) {
-      const list = family === 4 ? ranges.v4 : ranges.v6;
-      if (list.length === 0) continue;
-      const name = `p_${hash(ruleId)}_${family}`;
-      if (!this.out.sets.has(name))
+    let families = this.peerFamilies.get(ruleId);
+    if (!families) {
+      const ranges: AddressRanges = this.model.peerAddresses(ruleId);
+      families = [];
+      for (const family of [4, 6] as const) {
+        const list = family === 4 ? ranges.v4 : ranges.v6;
+        if (list.length === 0) continue;
+        const name = `p_${hash(ruleId)}_${family}`;
         this.out.sets.set(name, {
           type: family === 4 ? "ipv4_addr" : "ipv6_addr",
           interval: true,
           elements: list.map((r) => formatRange(r, family)),
         });
-      out.push(`${family === 4 ? "ip" : "ip6"} ${field} @${name}`);
+        families.push({ family, name });
+      }
+      this.peerFamilies.set(ruleId, families);
     }
-    return out;
+    return families.map(({ family, name }) => `${family === 4 ? "ip" : "ip6"} ${field} @${name}`);
   }
 
   private targetLines(ruleId: string, names: readonly PortName[]): string[] {
