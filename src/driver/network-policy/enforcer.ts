@@ -70,8 +70,28 @@ export interface NetworkPolicyMetrics {
   networkPolicySynced(outcome: "ok" | "failed", changes: number, cut: number): void;
 }
 
+/** What the enforcer does to the node: the kernel by default, a recorder in unit tests. */
+export interface PolicyDatapath {
+  applyScript(script: string): Promise<void>;
+  listFlows(): Promise<Flow[]>;
+  deleteFlow(flow: Flow): Promise<void>;
+  /** The node's own addresses: connections with them are never cut. */
+  nodeAddresses(): Promise<string[]>;
+  deleteTable(): Promise<void>;
+}
+
+export const kernelPolicyDatapath: PolicyDatapath = {
+  applyScript: (script) => applyNftScript(`network policy in table inet ${POLICY_TABLE}`, script),
+  listFlows,
+  deleteFlow,
+  nodeAddresses: async () => (await listNodeAddresses()).map((a) => a.cidr.split("/")[0] as string),
+  deleteTable: () => deleteNftTable("inet", POLICY_TABLE),
+};
+
 export interface NetworkPolicyOptions {
   logger: pino.Logger;
+  /** Default: the kernel (nft, conntrack, ip). */
+  datapath?: PolicyDatapath;
   /** The API when configured (settles undefined when it is not usable); without it nothing is enforced. */
   api?: Promise<KubeApi | undefined>;
   /** Bound on the GET of a new pod at setup (default 1 s). */
@@ -131,7 +151,10 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   /** The config loads being applied, in order. */
   private switching: Promise<void> = Promise.resolve();
 
+  private readonly datapath: PolicyDatapath;
+
   constructor(private readonly o: NetworkPolicyOptions) {
+    this.datapath = o.datapath ?? kernelPolicyDatapath;
     this.log = o.logger.child({ component: "network-policy" });
     this.loop = new SerialLoop({
       run: () => this.sync(),
@@ -371,7 +394,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       let cut = 0;
       if (script) {
         try {
-          await applyNftScript(`network policy in table inet ${POLICY_TABLE}`, script);
+          await this.datapath.applyScript(script);
         } catch (err) {
           this.applied = undefined;
           throw err;
@@ -408,8 +431,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     let flows: Flow[];
     let nodeIps: Set<string>;
     try {
-      flows = await listFlows();
-      nodeIps = new Set((await listNodeAddresses()).map((a) => a.cidr.split("/")[0] as string));
+      flows = await this.datapath.listFlows();
+      nodeIps = new Set(await this.datapath.nodeAddresses());
     } catch (err) {
       this.log.warn({ err: String(err) }, "cannot list tracked connections: none cut");
       return 0;
@@ -430,7 +453,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     });
     for (const f of denied) {
       try {
-        await deleteFlow(f);
+        await this.datapath.deleteFlow(f);
       } catch (err) {
         this.log.warn({ err: String(err) }, "cannot cut a denied connection");
       }
@@ -460,7 +483,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     this.synced.clear();
     await Promise.all(watches.map((w) => w.stop()));
     this.applied = undefined;
-    await deleteNftTable("inet", POLICY_TABLE);
+    await this.datapath.deleteTable();
   }
 }
 

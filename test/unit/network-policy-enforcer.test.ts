@@ -1,0 +1,292 @@
+/**
+ * The enforcer's decisions, on a fake API and a datapath that records what
+ * it is told: what a pod gets while its labels or the policies are unknown
+ * (networkPolicyUnknownPods), that an ADD's rules are written before attach
+ * returns, which tracked connections a change cuts, and when it does nothing.
+ * The nftables text itself is tested against a real kernel in
+ * test/integration/network-policy-nft.test.ts.
+ */
+import { expect } from "chai";
+import pino from "pino";
+import type { DriverConfig } from "../../src/driver/config/network-config.js";
+import type {
+  FollowedCollection,
+  KubeApi,
+  KubeObjectView,
+  ResourceEventHandlers,
+} from "../../src/driver/kube/api.js";
+import {
+  type LocalPod,
+  localPodsFromCache,
+  NetworkPolicyEnforcer,
+  type PolicyDatapath,
+} from "../../src/driver/network-policy/enforcer.js";
+import type { Flow } from "../../src/plumbing/conntrack.js";
+
+const logger = pino({ level: "silent" });
+
+function config(settings: Record<string, unknown> = {}, datapath = "kernel"): DriverConfig {
+  const raw = { type: "midonet", datapath, ipam: { type: "host-local", subnet: "10.244.1.0/24" } };
+  return {
+    networks: new Map([
+      ["pods", { name: "pods", cniVersion: "1.0.0", plugins: [{ type: "midonet", raw }] }],
+    ]),
+    defaultNetwork: "pods",
+    settings,
+    source: "test",
+    contentHash: "",
+    generation: 1,
+    loadedAt: new Date(),
+  } as unknown as DriverConfig;
+}
+
+/** A KubeApi whose collections are fed by the test; lists "succeed" when the test says so. */
+class FakeApi {
+  readonly handlers = new Map<FollowedCollection, ResourceEventHandlers>();
+  pods = new Map<string, KubeObjectView>();
+  readFails = false;
+  readonly server = "fake";
+
+  watchEach(resource: FollowedCollection, handlers: ResourceEventHandlers) {
+    this.handlers.set(resource, handlers);
+    return { synced: false, lastError: undefined, stop: async () => {} };
+  }
+  async readPod(ref: { namespace: string; name: string }) {
+    if (this.readFails) throw new Error("connect ECONNREFUSED");
+    return this.pods.get(`${ref.namespace}/${ref.name}`);
+  }
+  /** Delivers objects and the first list of a collection. */
+  list(resource: FollowedCollection, objs: KubeObjectView[]) {
+    const h = this.handlers.get(resource);
+    if (!h) throw new Error(`no watch of ${resource}`);
+    for (const o of objs) h.upsert(o);
+    h.onSynced?.();
+  }
+  upsert(resource: FollowedCollection, o: KubeObjectView) {
+    this.handlers.get(resource)?.upsert(o);
+  }
+  remove(resource: FollowedCollection, o: KubeObjectView) {
+    this.handlers.get(resource)?.remove(o);
+  }
+}
+
+class RecordingDatapath implements PolicyDatapath {
+  scripts: string[] = [];
+  flows: Flow[] = [];
+  deleted: Flow[] = [];
+  tableDeleted = 0;
+  async applyScript(script: string) {
+    this.scripts.push(script);
+  }
+  async listFlows() {
+    return this.flows;
+  }
+  async deleteFlow(f: Flow) {
+    this.deleted.push(f);
+  }
+  async nodeAddresses() {
+    return ["192.0.2.1", "10.244.1.1"];
+  }
+  async deleteTable() {
+    this.tableDeleted++;
+  }
+  get all() {
+    return this.scripts.join("\n");
+  }
+}
+
+const ns = (name: string, labels: Record<string, string> = {}) => ({
+  metadata: {
+    name,
+    resourceVersion: "1",
+    labels: { "kubernetes.io/metadata.name": name, ...labels },
+  },
+});
+const pod = (namespace: string, name: string, ip: string, labels: Record<string, string> = {}) => ({
+  metadata: { namespace, name, resourceVersion: "1", labels },
+  spec: { containers: [{ ports: [{ name: "http", containerPort: 80 }] }] },
+  status: { podIPs: [{ ip }] },
+});
+const denyIngress = (namespace: string) => ({
+  metadata: { namespace, name: "deny", resourceVersion: "1" },
+  spec: { podSelector: {}, policyTypes: ["Ingress"] },
+});
+
+const X_A: LocalPod = { hostIf: "midoxa", namespace: "x", name: "a", ips: ["10.244.1.2"] };
+
+/** Waits until the datapath has seen `n` scripts (bounded). */
+async function scripts(dp: RecordingDatapath, n: number): Promise<void> {
+  for (let i = 0; i < 200 && dp.scripts.length < n; i++) await new Promise((r) => setTimeout(r, 5));
+  expect(dp.scripts.length, "scripts applied").to.be.at.least(n);
+}
+
+describe("network policy enforcer", () => {
+  let api: FakeApi;
+  let dp: RecordingDatapath;
+  let enforcer: NetworkPolicyEnforcer;
+
+  const start = async (settings: Record<string, unknown> = {}, datapath = "kernel") => {
+    enforcer = new NetworkPolicyEnforcer({
+      logger,
+      api: Promise.resolve(api as unknown as KubeApi),
+      datapath: dp,
+      podReadTimeoutMs: 50,
+      retryBackoff: { baseMs: 5, maxMs: 20 },
+    });
+    await enforcer.apply(config(settings, datapath));
+  };
+
+  beforeEach(() => {
+    api = new FakeApi();
+    dp = new RecordingDatapath();
+  });
+  afterEach(async () => {
+    await enforcer?.stop();
+  });
+
+  it("before the policies are known, a new pod is denied (the default) and its rules are written before attach returns", async () => {
+    await start();
+    await enforcer.attach(X_A);
+    expect(dp.scripts).to.have.length(1);
+    expect(dp.all).to.match(/map ingress4 \{[^}]*10\.244\.1\.2 : jump deny/);
+    expect(dp.all).to.match(/map egress4 \{[^}]*10\.244\.1\.2 : jump deny/);
+  });
+
+  it('with networkPolicyUnknownPods "allow", the same pod is open', async () => {
+    await start({ networkPolicyUnknownPods: "allow" });
+    await enforcer.attach(X_A);
+    expect(dp.all).not.to.include("10.244.1.2 : jump");
+  });
+
+  it("until the policies are listed and no pod is set up, the last run's table is left alone", async () => {
+    await start();
+    enforcer.seed([X_A]);
+    api.list("pods", [pod("x", "a", "10.244.1.2")]);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(dp.scripts).to.have.length(0);
+    api.list("namespaces", [ns("x")]);
+    api.list("networkpolicies", []);
+    await scripts(dp, 1);
+    expect(dp.scripts[0]).to.match(/^table inet cni-driver-policy\ndelete table/);
+    expect(dp.all).not.to.include("jump");
+  });
+
+  it("a pod the watch has not delivered is read with a GET; a default deny in its namespace isolates it", async () => {
+    await start();
+    api.list("namespaces", [ns("x")]);
+    api.list("networkpolicies", [denyIngress("x")]);
+    api.list("pods", []);
+    await scripts(dp, 1);
+    api.pods.set("x/a", pod("x", "a", ""));
+    await enforcer.attach(X_A);
+    expect(dp.all).to.match(/10\.244\.1\.2 : jump in-midoxa/);
+    expect(dp.all).to.match(
+      /chain in-midoxa \{\s*drop\s*\}|add rule inet cni-driver-policy in-midoxa drop/,
+    );
+  });
+
+  it("a pod whose labels cannot be read is denied only where a policy exists in its namespace", async () => {
+    await start();
+    api.readFails = true;
+    api.list("namespaces", [ns("x"), ns("y")]);
+    api.list("networkpolicies", [denyIngress("x")]);
+    api.list("pods", []);
+    await scripts(dp, 1);
+    await enforcer.attach(X_A);
+    expect(dp.all).to.match(/10\.244\.1\.2 : jump deny/);
+    await enforcer.attach({ hostIf: "midoya", namespace: "y", name: "a", ips: ["10.244.1.3"] });
+    expect(dp.all).not.to.include("10.244.1.3 : jump");
+    // Once the watch delivers the pod, its real policy replaces the deny.
+    const before = dp.scripts.length;
+    api.upsert("pods", pod("x", "a", "10.244.1.2"));
+    await scripts(dp, before + 1);
+    expect(dp.scripts.at(-1)).to.include("10.244.1.2 : jump in-midoxa");
+  });
+
+  it("a policy that denies cuts the tracked connections it no longer allows, never the node's own", async () => {
+    await start();
+    api.list("namespaces", [ns("x"), ns("y")]);
+    api.list("networkpolicies", []);
+    api.list("pods", [pod("x", "a", "10.244.1.2"), pod("y", "b", "10.244.2.5", { app: "b" })]);
+    await enforcer.attach(X_A);
+    const flow = (src: string, dst: string, dport: number, protocol: Flow["protocol"] = "tcp") => ({
+      protocol,
+      original: { src, dst, sport: 40000, dport },
+      reply: { src: dst, dst: src, sport: dport, dport: 40000 },
+    });
+    const fromY = flow("10.244.2.5", "10.244.1.2", 80);
+    const fromY81 = flow("10.244.2.5", "10.244.1.2", 81);
+    const fromNode = flow("192.0.2.1", "10.244.1.2", 80);
+    const outbound = flow("10.244.1.2", "10.244.2.5", 80);
+    dp.flows = [fromY, fromY81, fromNode, outbound];
+    const before = dp.scripts.length;
+    api.upsert("networkpolicies", {
+      metadata: { namespace: "x", name: "only-80-from-y", resourceVersion: "2" },
+      spec: {
+        podSelector: {},
+        ingress: [
+          {
+            from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "y" } } }],
+            ports: [{ port: 80 }],
+          },
+        ],
+      },
+    });
+    await scripts(dp, before + 1);
+    for (let i = 0; i < 100 && dp.deleted.length === 0; i++)
+      await new Promise((r) => setTimeout(r, 5));
+    expect(dp.deleted).to.deep.equal([fromY81]);
+  });
+
+  it("a policy that cannot be applied is logged and still isolates what it selects", async () => {
+    await start();
+    api.list("namespaces", [ns("x")]);
+    api.list("pods", [pod("x", "a", "10.244.1.2")]);
+    api.list("networkpolicies", [
+      {
+        metadata: { namespace: "x", name: "typo", resourceVersion: "1" },
+        spec: { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: "10.0.0.0/33" } }] }] },
+      },
+    ]);
+    await enforcer.attach(X_A);
+    expect(dp.all).to.match(/10\.244\.1\.2 : jump in-midoxa/);
+  });
+
+  it('"networkPolicy": false and the midonet datapath enforce nothing; switching off removes the table', async () => {
+    await start({ networkPolicy: false });
+    await enforcer.attach(X_A);
+    expect(dp.scripts).to.have.length(0);
+    expect(api.handlers.size).to.equal(0);
+    await enforcer.stop();
+    await start({}, "midonet");
+    await enforcer.attach(X_A);
+    expect(dp.scripts).to.have.length(0);
+    await enforcer.stop();
+    await start();
+    expect(api.handlers.size).to.equal(3);
+    await enforcer.apply(config({ networkPolicy: false }));
+    expect(dp.tableDeleted).to.equal(1);
+  });
+
+  it("reads this node's pods from the result cache: host end, addresses, pod identity", () => {
+    const pods = localPodsFromCache([
+      {
+        cniArgs: [
+          ["K8S_POD_NAMESPACE", "x"],
+          ["K8S_POD_NAME", "a"],
+        ],
+        result: {
+          interfaces: [
+            { name: "midoabc", mac: "aa:bb:cc:dd:ee:ff" },
+            { name: "eth0", sandbox: "/run/netns/p" },
+          ],
+          ips: [{ address: "10.244.1.2/24" }, { address: "fd00::2/64" }],
+        },
+      },
+      { result: { interfaces: [{ name: "veth0" }], ips: [] } },
+    ]);
+    expect(pods).to.deep.equal([
+      { hostIf: "midoabc", ips: ["10.244.1.2", "fd00::2"], namespace: "x", name: "a" },
+    ]);
+  });
+});
