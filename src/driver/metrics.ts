@@ -237,11 +237,15 @@ export class Metrics
     this.clusterUnrouted.set(state.unroutedNodes);
   }
 
-  /** One NetworkPolicy sync: how it ended, the commands it wrote, the connections it cut. */
-  networkPolicySynced(outcome: "ok" | "failed", changes: number, cut: number): void {
+  /** One NetworkPolicy sync: how it ended, the commands it wrote. */
+  networkPolicySynced(outcome: "ok" | "failed", changes: number): void {
     this.policySyncs.inc({ outcome });
     this.policyChanges.inc(changes);
-    this.policyCuts.inc(cut);
+  }
+
+  /** Tracked connections cut after a sync, because the policies no longer allow them. */
+  networkPolicyConnectionsCut(n: number): void {
+    this.policyCuts.inc(n);
   }
 
   nodeAnnotationWritten(outcome: AnnotationWriteOutcome): void {

@@ -25,6 +25,8 @@ export interface FlowTuple {
 /** One tracked flow: the tuple as first seen, and the reply's (which shows any NAT). */
 export interface Flow {
   protocol: FlowProtocol;
+  /** TCP's and SCTP's state (ESTABLISHED, TIME_WAIT, …); undefined for UDP. */
+  state?: string;
   original: FlowTuple;
   reply: FlowTuple;
 }
@@ -72,7 +74,15 @@ export function parseFlows(text: string): Flow[] {
     };
     const original = tuple(0);
     const reply = tuple(1);
-    if (original && reply) flows.push({ protocol, original, reply });
+    // "tcp      6 431999 ESTABLISHED src=…": the state, where the protocol has one.
+    const state = line.split(/\s+/)[3];
+    if (original && reply)
+      flows.push({
+        protocol,
+        ...(protocol !== "udp" && state && /^[A-Z_]+$/.test(state) ? { state } : {}),
+        original,
+        reply,
+      });
   }
   return flows;
 }
@@ -88,23 +98,34 @@ export async function listFlows(): Promise<Flow[]> {
   return out;
 }
 
-/** Deletes one flow by its original tuple; a flow already gone is fine. */
-export async function deleteFlow(flow: Flow): Promise<void> {
-  const t = flow.original;
+/** Whether a flow can still carry data: not one that is closing or closed. */
+export function flowIsLive(flow: Flow): boolean {
+  if (flow.state === undefined) return true;
+  return !/^(TIME_WAIT|CLOSE|CLOSE_WAIT|LAST_ACK|FIN_WAIT|CLOSED|SHUTDOWN_\w+)$/.test(flow.state);
+}
+
+/** Every flow between two addresses to one destination port: one command for all source ports. */
+export interface FlowGroup {
+  protocol: FlowProtocol;
+  src: string;
+  dst: string;
+  dport: number;
+}
+
+/** Deletes the flows of a group, whatever their source port; flows already gone are fine. */
+export async function deleteFlows(g: FlowGroup): Promise<void> {
   const r = await conntrack([
     "-D",
     "-f",
-    t.src.includes(":") ? "ipv6" : "ipv4",
+    g.src.includes(":") ? "ipv6" : "ipv4",
     "-p",
-    flow.protocol,
+    g.protocol,
     "-s",
-    t.src,
+    g.src,
     "-d",
-    t.dst,
-    "--sport",
-    String(t.sport),
+    g.dst,
     "--dport",
-    String(t.dport),
+    String(g.dport),
   ]);
   // Exit 1 with "0 flow entries have been deleted": it went meanwhile.
   if (r.code !== 0 && !/0 flow entries/.test(r.stderr))

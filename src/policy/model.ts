@@ -281,7 +281,18 @@ export class PolicyModel {
     protocol: Protocol,
     port: number,
   ): boolean {
-    const rules = this.podPolicy(pod)[direction];
+    return this.allowedBy(this.podPolicy(pod), direction, peerIp, protocol, port);
+  }
+
+  /** `allows`, for a pod whose policy is already worked out. */
+  allowedBy(
+    policy: PodPolicy,
+    direction: Direction,
+    peerIp: string,
+    protocol: Protocol,
+    port: number,
+  ): boolean {
+    const rules = policy[direction];
     if (!rules) return true;
     return rules.some((r) => {
       if (!r.anyPeer && !rangesContain(this.peerAddresses(r.id), peerIp)) return false;

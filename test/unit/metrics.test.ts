@@ -143,9 +143,10 @@ describe("driver/metrics", () => {
 
   it("counts NetworkPolicy syncs by outcome, the commands they wrote and the connections they cut", async () => {
     const m = new Metrics();
-    m.networkPolicySynced("ok", 7, 0);
-    m.networkPolicySynced("failed", 0, 0);
-    m.networkPolicySynced("ok", 3, 2);
+    m.networkPolicySynced("ok", 7);
+    m.networkPolicySynced("failed", 0);
+    m.networkPolicySynced("ok", 3);
+    m.networkPolicyConnectionsCut(2);
     const samples = parseExposition(await m.render());
     expect(value(samples, "cni_driver_network_policy_syncs_total", { outcome: "ok" })).to.equal(2);
     expect(value(samples, "cni_driver_network_policy_syncs_total", { outcome: "failed" })).to.equal(

@@ -21,7 +21,7 @@ import {
   NetworkPolicyEnforcer,
   type PolicyDatapath,
 } from "../../src/driver/network-policy/enforcer.js";
-import type { Flow } from "../../src/plumbing/conntrack.js";
+import type { Flow, FlowGroup } from "../../src/plumbing/conntrack.js";
 
 const logger = pino({ level: "silent" });
 
@@ -73,7 +73,7 @@ class FakeApi {
 class RecordingDatapath implements PolicyDatapath {
   scripts: string[] = [];
   flows: Flow[] = [];
-  deleted: Flow[] = [];
+  deleted: FlowGroup[] = [];
   tableDeleted = 0;
   async applyScript(script: string) {
     this.scripts.push(script);
@@ -81,8 +81,8 @@ class RecordingDatapath implements PolicyDatapath {
   async listFlows() {
     return this.flows;
   }
-  async deleteFlow(f: Flow) {
-    this.deleted.push(f);
+  async deleteFlows(g: FlowGroup) {
+    this.deleted.push(g);
   }
   async nodeAddresses() {
     return ["192.0.2.1", "10.244.1.1"];
@@ -203,22 +203,32 @@ describe("network policy enforcer", () => {
     expect(dp.scripts.at(-1)).to.include("10.244.1.2 : jump in-midoxa");
   });
 
-  it("a policy that denies cuts the tracked connections it no longer allows, never the node's own", async () => {
+  it("a policy that denies cuts the live connections it no longer allows, never the node's own", async () => {
     await start();
     api.list("namespaces", [ns("x"), ns("y")]);
     api.list("networkpolicies", []);
     api.list("pods", [pod("x", "a", "10.244.1.2"), pod("y", "b", "10.244.2.5", { app: "b" })]);
     await enforcer.attach(X_A);
-    const flow = (src: string, dst: string, dport: number, protocol: Flow["protocol"] = "tcp") => ({
-      protocol,
-      original: { src, dst, sport: 40000, dport },
-      reply: { src: dst, dst: src, sport: dport, dport: 40000 },
+    const flow = (
+      src: string,
+      dst: string,
+      dport: number,
+      state = "ESTABLISHED",
+      sport = 40000,
+    ) => ({
+      protocol: "tcp" as const,
+      state,
+      original: { src, dst, sport, dport },
+      reply: { src: dst, dst: src, sport: dport, dport: sport },
     });
-    const fromY = flow("10.244.2.5", "10.244.1.2", 80);
-    const fromY81 = flow("10.244.2.5", "10.244.1.2", 81);
-    const fromNode = flow("192.0.2.1", "10.244.1.2", 80);
-    const outbound = flow("10.244.1.2", "10.244.2.5", 80);
-    dp.flows = [fromY, fromY81, fromNode, outbound];
+    dp.flows = [
+      flow("10.244.2.5", "10.244.1.2", 80),
+      flow("10.244.2.5", "10.244.1.2", 81),
+      flow("10.244.2.5", "10.244.1.2", 81, "ESTABLISHED", 40001),
+      flow("10.244.2.5", "10.244.1.2", 82, "TIME_WAIT"),
+      flow("192.0.2.1", "10.244.1.2", 81),
+      flow("10.244.1.2", "10.244.2.5", 80),
+    ];
     const before = dp.scripts.length;
     api.upsert("networkpolicies", {
       metadata: { namespace: "x", name: "only-80-from-y", resourceVersion: "2" },
@@ -235,7 +245,10 @@ describe("network policy enforcer", () => {
     await scripts(dp, before + 1);
     for (let i = 0; i < 100 && dp.deleted.length === 0; i++)
       await new Promise((r) => setTimeout(r, 5));
-    expect(dp.deleted).to.deep.equal([fromY81]);
+    // Both live flows to 81 in one command; the closing one to 82 and the node's are left.
+    expect(dp.deleted).to.deep.equal([
+      { protocol: "tcp", src: "10.244.2.5", dst: "10.244.1.2", dport: 81 },
+    ]);
   });
 
   it("a policy that cannot be applied is logged and still isolates what it selects", async () => {

@@ -25,7 +25,13 @@ import { podIdentityFromArgs } from "../../cni/args.js";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
-import { deleteFlow, type Flow, listFlows } from "../../plumbing/conntrack.js";
+import {
+  deleteFlows,
+  type Flow,
+  type FlowGroup,
+  flowIsLive,
+  listFlows,
+} from "../../plumbing/conntrack.js";
 import { applyNftScript, deleteNftTable } from "../../plumbing/nftables.js";
 import { listNodeAddresses } from "../../plumbing/node-addresses.js";
 import {
@@ -67,14 +73,16 @@ export interface PodPolicyHook {
 }
 
 export interface NetworkPolicyMetrics {
-  networkPolicySynced(outcome: "ok" | "failed", changes: number, cut: number): void;
+  networkPolicySynced(outcome: "ok" | "failed", changes: number): void;
+  networkPolicyConnectionsCut(n: number): void;
 }
 
 /** What the enforcer does to the node: the kernel by default, a recorder in unit tests. */
 export interface PolicyDatapath {
   applyScript(script: string): Promise<void>;
   listFlows(): Promise<Flow[]>;
-  deleteFlow(flow: Flow): Promise<void>;
+  /** Deletes every flow of a group (all source ports). */
+  deleteFlows(group: FlowGroup): Promise<void>;
   /** The node's own addresses: connections with them are never cut. */
   nodeAddresses(): Promise<string[]>;
   deleteTable(): Promise<void>;
@@ -83,7 +91,7 @@ export interface PolicyDatapath {
 export const kernelPolicyDatapath: PolicyDatapath = {
   applyScript: (script) => applyNftScript(`network policy in table inet ${POLICY_TABLE}`, script),
   listFlows,
-  deleteFlow,
+  deleteFlows,
   nodeAddresses: async () => (await listNodeAddresses()).map((a) => a.cidr.split("/")[0] as string),
   deleteTable: () => deleteNftTable("inet", POLICY_TABLE),
 };
@@ -148,6 +156,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   private nextWaiters: Array<{ resolve(): void; reject(e: unknown): void }> = [];
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
+  private cutting = false;
+  private cutAgain = false;
   /** The config loads being applied, in order. */
   private switching: Promise<void> = Promise.resolve();
 
@@ -391,7 +401,6 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       if (!this.applied && !this.policiesKnown && waiters.length === 0) return;
       const next = buildRuleset(this.model, pods);
       const script = this.applied ? diffScript(this.applied, next) : fullScript(next);
-      let cut = 0;
       if (script) {
         try {
           await this.datapath.applyScript(script);
@@ -400,30 +409,51 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
           throw err;
         }
         this.applied = next;
-        if (this.policiesKnown) cut = await this.cutDenied(pods);
+        // Off the sync's path: the next change is written while connections are cut.
+        if (this.policiesKnown) this.cutSoon();
       }
-      this.o.metrics?.networkPolicySynced("ok", script ? script.split("\n").length - 1 : 0, cut);
+      this.o.metrics?.networkPolicySynced("ok", script ? script.split("\n").length - 1 : 0);
       for (const w of this.waiters) w.resolve();
       this.waiters = [];
     } catch (err) {
       this.log.error({ err: String(err) }, "cannot apply NetworkPolicy; retrying");
-      this.o.metrics?.networkPolicySynced("failed", 0, 0);
+      this.o.metrics?.networkPolicySynced("failed", 0);
       for (const w of this.waiters) w.reject(err);
       this.waiters = [];
       throw err;
     }
   }
 
+  /** Cuts now, or once more after the cut under way: never two at once. */
+  private cutSoon(): void {
+    if (this.cutting) {
+      this.cutAgain = true;
+      return;
+    }
+    this.cutting = true;
+    void (async () => {
+      try {
+        do {
+          this.cutAgain = false;
+          const n = await this.cutDenied();
+          this.o.metrics?.networkPolicyConnectionsCut(n);
+        } while (this.cutAgain && !this.closed);
+      } finally {
+        this.cutting = false;
+      }
+    })();
+  }
+
   /**
-   * Removes the tracked connections of this node's pods that the rules now in
-   * force would not let start: their next packet meets the rules again.
-   * Connections with the node itself are never filtered, so never cut.
+   * Removes the live tracked connections of this node's pods that the rules
+   * now in force would not let start: their next packet meets the rules
+   * again. Closing and closed ones are left to expire; connections with the
+   * node itself are never filtered, so never cut. Answers how many flows.
    */
-  private async cutDenied(pods: readonly LocalPodRules[]): Promise<number> {
+  private async cutDenied(): Promise<number> {
     const byIp = new Map<string, { lp: LocalPod; standing: PodStanding }>();
-    const standings = new Map(pods.map((p) => [p.hostIf, p.standing]));
     for (const lp of this.local.values()) {
-      const standing = standings.get(lp.hostIf) ?? { kind: "open" };
+      const standing = this.standingOf(lp);
       if (standing.kind === "open") continue;
       for (const ip of lp.ips) byIp.set(ip, { lp, standing });
     }
@@ -437,30 +467,44 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       this.log.warn({ err: String(err) }, "cannot list tracked connections: none cut");
       return 0;
     }
-    const denied = flows.filter((f) => {
+    const groups = new Map<string, FlowGroup>();
+    let denied = 0;
+    for (const f of flows) {
+      if (!flowIsLive(f)) continue;
       // Behind a DNAT the reply comes from the real destination: that is what the rules saw.
       const src = f.original.src;
       const dst = f.reply.src;
       const port = f.reply.sport;
-      if (nodeIps.has(src) || nodeIps.has(dst)) return false;
+      if (nodeIps.has(src) || nodeIps.has(dst)) continue;
       const protocol = f.protocol.toUpperCase() as Protocol;
       const from = byIp.get(src);
       const to = byIp.get(dst);
-      return (
+      const refused =
         (from !== undefined && !this.allowed(from, "egress", dst, protocol, port)) ||
-        (to !== undefined && !this.allowed(to, "ingress", src, protocol, port))
-      );
-    });
-    for (const f of denied) {
-      try {
-        await this.datapath.deleteFlow(f);
-      } catch (err) {
-        this.log.warn({ err: String(err) }, "cannot cut a denied connection");
-      }
+        (to !== undefined && !this.allowed(to, "ingress", src, protocol, port));
+      if (!refused) continue;
+      denied++;
+      const g = { protocol: f.protocol, src, dst: f.original.dst, dport: f.original.dport };
+      groups.set(`${g.protocol} ${g.src} ${g.dst} ${g.dport}`, g);
     }
-    if (denied.length > 0)
-      this.log.info({ connections: denied.length }, "cut connections the policies no longer allow");
-    return denied.length;
+    const list = [...groups.values()];
+    // A few at a time: each is one short conntrack exec.
+    for (let i = 0; i < list.length; i += 4) {
+      await Promise.all(
+        list
+          .slice(i, i + 4)
+          .map((g) =>
+            this.datapath
+              .deleteFlows(g)
+              .catch((err) =>
+                this.log.warn({ err: String(err) }, "cannot cut a denied connection"),
+              ),
+          ),
+      );
+    }
+    if (denied > 0)
+      this.log.info({ connections: denied }, "cut connections the policies no longer allow");
+    return denied;
   }
 
   private allowed(
@@ -471,9 +515,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     port: number,
   ): boolean {
     if (at.standing.kind === "deny") return false;
-    if (at.standing.kind === "open" || !at.standing.policy[direction]) return true;
-    const pod = this.model.pod(at.lp.namespace ?? "", at.lp.name ?? "") as PolicyPod;
-    return this.model.allows({ ...pod, ips: at.lp.ips }, direction, peer, protocol, port);
+    if (at.standing.kind === "open") return true;
+    return this.model.allowedBy(at.standing.policy, direction, peer, protocol, port);
   }
 
   private async deactivate(): Promise<void> {
