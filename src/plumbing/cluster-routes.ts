@@ -31,6 +31,8 @@ interface RouteJson {
   gateway?: string;
   dev?: string;
   protocol?: string;
+  /** Absent for a unicast route ("unreachable", "blackhole", … otherwise). */
+  type?: string;
   flags?: string[];
 }
 
@@ -105,16 +107,25 @@ export async function deletePeerRoute(dst: string, protocol: number): Promise<vo
 /**
  * The subnets this node reaches without a gateway: the main table's
  * link-scope routes (an interface's connected subnet, and any route an
- * operator added as on-link), leaving out those through `exceptDev` (the
- * VXLAN device's own). One listing answers for every peer.
+ * operator added as on-link; for IPv6, every unicast route without a
+ * gateway), leaving out those through `exceptDev` (the VXLAN device's own).
+ * One listing answers for every peer.
  */
 export async function listOnLinkSubnets(family: 4 | 6, exceptDev?: string): Promise<string[]> {
-  const lines = await ipBatch(["route show table main scope link"], {
+  // IPv6 routes all have global scope, connected ones included: there, on-link is "no gateway".
+  const lines = await ipBatch([`route show table main${family === 4 ? " scope link" : ""}`], {
     json: true,
     ipv6: family === 6,
   });
   return (parseJsonLines<RouteJson>(lines)[0] ?? [])
-    .filter((r) => r.dst !== undefined && r.gateway === undefined && r.dev !== exceptDev)
+    .filter(
+      (r) =>
+        r.dst !== undefined &&
+        r.gateway === undefined &&
+        r.type === undefined &&
+        r.dev !== undefined &&
+        r.dev !== exceptDev,
+    )
     .map((r) =>
       withPrefix(r.dst === "default" ? (family === 6 ? "::/0" : "0.0.0.0/0") : (r.dst as string)),
     );
