@@ -7,8 +7,8 @@
  */
 import { spawnSync } from "node:child_process";
 import { expect } from "chai";
-import { parseCidr } from "../../src/net/ip.js";
 import { podRangeProblem } from "../../src/driver/config/pod-range-guard.js";
+import { parseCidr } from "../../src/net/ip.js";
 import type { CniStatusResponse } from "../../src/wire/types.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { createNetns, createNodeNetns, deleteNetns, uniqueTag } from "../support/netns.js";

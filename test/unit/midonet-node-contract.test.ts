@@ -4,7 +4,6 @@
  * driver's node link and the mapping's router port follow.
  */
 import { expect } from "chai";
-import { parseCidr } from "../../src/net/ip.js";
 import {
   ANNOTATION_HOST_ID,
   ANNOTATION_MAC_ADDRESS,
@@ -15,6 +14,7 @@ import {
   podSubnet,
   podSubnetOf,
 } from "../../src/midonet/node-contract.js";
+import { parseCidr } from "../../src/net/ip.js";
 
 describe("midonet/node-contract", () => {
   it("keeps the external names of the node link and the annotations", () => {
