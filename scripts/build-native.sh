@@ -3,10 +3,12 @@
 # dependency to add): build/Release/cni_driver_netlink.node (native/netlink, pod
 # plumbing over rtnetlink), build/Release/cni_driver_spawn.node (native/spawn,
 # plugin execs through posix_spawn), build/Release/cni_driver_flock.node
-# (native/flock, the in-process host-local's lock and lease-directory watch) and
-# build/Release/cni_driver_memory.node (native/memory, malloc_trim when idle).
-# Without them the driver falls back to iproute2 execs, Node's spawn and the
-# host-local binary (it logs which), and keeps what glibc keeps.
+# (native/flock, the in-process host-local's lock and lease-directory watch),
+# build/Release/cni_driver_memory.node (native/memory, malloc_trim when idle) and
+# build/Release/cni_driver_nftables.node (native/nftables, nftables transactions
+# through libnftables in-process). Without them the driver falls back to iproute2
+# execs, Node's spawn, the host-local binary and nft execs (it logs which), and
+# keeps what glibc keeps.
 #
 # Headers: npm's `nodedir` when set, else the ones installed beside this node
 # (/usr/include/node for Debian's nodejs), so nothing is downloaded.

@@ -6,6 +6,7 @@
  * body the kernel refuses leaves the previous table as it was.
  */
 import { existsSync } from "node:fs";
+import { loadNativeAddon } from "../common/native-addon.js";
 import { run } from "./run.js";
 
 export const NFT_BIN =
@@ -38,7 +39,48 @@ function checkName(name: string): void {
     throw new NftError(`table ${name}`, "not a plain table name");
 }
 
+interface NftablesAddon {
+  available(): string | null;
+  run(script: string): Promise<void>;
+}
+
+/**
+ * libnftables in-process (native/nftables), when it loads and opens: a
+ * transaction without a process start. Looked up once; without it, nft is
+ * exec'd, the same transaction either way.
+ */
+let inProcess: NftablesAddon | null | undefined;
+
+function nftablesAddon(): NftablesAddon | null {
+  if (inProcess !== undefined) return inProcess;
+  const got = loadNativeAddon<NftablesAddon>({
+    file: "build/Release/cni_driver_nftables.node",
+    envVar: "CNI_DRIVER_NFTABLES_ADDON",
+  });
+  inProcess =
+    "addon" in got && got.addon.available() === null && !process.env.CNI_DRIVER_NFT_BIN
+      ? got.addon
+      : null;
+  return inProcess;
+}
+
+/** How nftables transactions are written: "libnftables" in-process, or "nft" exec'd. */
+export function nftBackendName(): "libnftables" | "nft" {
+  return nftablesAddon() ? "libnftables" : "nft";
+}
+
 async function nftScript(action: string, script: string): Promise<void> {
+  const addon = nftablesAddon();
+  if (addon) {
+    try {
+      await addon.run(script);
+      return;
+    } catch (err) {
+      // The script runs as a memory file: its line numbers are the script's.
+      const reason = (err as Error).message.trim().replace(/^\/proc\/self\/fd\/\d+:/, "script:");
+      throw new NftError(action, reason);
+    }
+  }
   let res: Awaited<ReturnType<typeof run>>;
   try {
     res = await run(NFT_BIN, ["-f", "-"], script, 30_000);

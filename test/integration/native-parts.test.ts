@@ -1,6 +1,6 @@
 /**
  * The project's native parts, as `scripts/setup.sh` and `npm run build:shim` build
- * them on this machine: the four addons in build/Release load and answer (the
+ * them on this machine: the five addons in build/Release load and answer (the
  * driver would otherwise fall back to iproute2, Node's spawn and the host-local
  * binary), and the shim binary answers CNI VERSION. scripts/fresh-machine-check.sh
  * runs this file in a bare Debian root, where nothing was built before.
@@ -133,6 +133,36 @@ describe("native parts: the addons and the shim binary (integration)", function 
       };
       expect(out.trimmed).to.equal(true);
       expect(out.after, `RSS ${out.before} kB before the trim`).to.be.lessThan(out.before);
+    });
+    it("cni_driver_nftables loads libnftables and writes a transaction whole, or nothing with nft's own error", function () {
+      requireCommand(this, "nft", "nftables");
+      const addon = loaded<{ available(): string | null }>("cni_driver_nftables");
+      expect(addon.available()).to.equal(null);
+      // In a network namespace of its own (unshare): the host's ruleset is never touched.
+      const script = `
+        const addon = require(${JSON.stringify(join(REPO_ROOT, "build/Release/cni_driver_nftables.node"))});
+        const { execFileSync } = require("child_process");
+        const list = () => execFileSync("nft", ["list", "ruleset"], { encoding: "utf8" });
+        (async () => {
+          await addon.run("add table inet t\\nadd set inet t s { type ipv4_addr; }\\nadd element inet t s { 10.0.0.1 }\\n");
+          const first = list();
+          let error = "";
+          try {
+            await addon.run("add element inet t s { 10.0.0.2 }\\nadd element inet t nosuch { 10.0.0.3 }\\n");
+          } catch (e) { error = e.message; }
+          console.log(JSON.stringify({ first, error, after: list() }));
+        })();
+      `;
+      const r = spawnSync("unshare", ["--net", process.execPath, "-e", script], {
+        encoding: "utf8",
+      });
+      expect(r.status, r.stderr).to.equal(0);
+      const out = JSON.parse(r.stdout.trim()) as { first: string; error: string; after: string };
+      expect(out.first).to.include("10.0.0.1");
+      expect(out.error, out.error).to.include("nosuch");
+      // The failed transaction left nothing: not even its first, valid, element.
+      expect(out.after).not.to.include("10.0.0.2");
+      expect(out.after).to.equal(out.first);
     });
   });
 

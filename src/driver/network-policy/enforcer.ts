@@ -32,7 +32,7 @@ import {
   flowIsLive,
   listFlows,
 } from "../../plumbing/conntrack.js";
-import { applyNftScript, deleteNftTable } from "../../plumbing/nftables.js";
+import { applyNftScript, deleteNftTable, nftBackendName } from "../../plumbing/nftables.js";
 import { listNodeAddresses } from "../../plumbing/node-addresses.js";
 import {
   namespaceFromApi,
@@ -207,7 +207,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     }
     this.active = true;
     this.log.info(
-      { unknownPods: settings.unknownPods },
+      { unknownPods: settings.unknownPods, nftables: nftBackendName() },
       "enforcing NetworkPolicy on the kernel datapath",
     );
     this.follow(api);
