@@ -25,6 +25,7 @@ import { selectorMatches, selectorProblem } from "./selector.js";
 import type {
   Direction,
   IpBlock,
+  LabelSelector,
   NetworkPolicy,
   PolicyNamespace,
   PolicyPeer,
@@ -81,7 +82,14 @@ interface RuleState {
   ports: PolicyPort[] | undefined;
   blocks: IpBlock[];
   /** The pod peers, as last worked out, and what that depended on. */
-  members?: { pods: PolicyPod[]; stamp: string };
+  members?: MemberCache;
+}
+
+/** A rule's pod peers, by namespace, each with the versions it was read at. */
+interface MemberCache {
+  stamp: string;
+  pods: PolicyPod[];
+  byNamespace: Map<string, { version: string; pods: PolicyPod[] }>;
 }
 
 interface PolicyState {
@@ -118,6 +126,10 @@ export class PolicyModel {
   private podsVersion = 0;
   private readonly rangeCache = new Map<string, { stamp: string; ranges: AddressRanges }>();
   private readonly targetCache = new Map<string, { stamp: string; targets: NamedTarget[] }>();
+  private readonly selectedNamespaces = new WeakMap<
+    LabelSelector,
+    { version: number; names: string[]; set: Set<string> }
+  >();
 
   // --- inputs ---
 
@@ -327,39 +339,66 @@ export class PolicyModel {
     });
   }
 
-  /** The namespaces whose pods a peer may pick. */
+  /** The namespaces whose pods a peer may pick; kept per selector until a namespace changes. */
   private peerNamespaces(peer: PolicyPeer, policyNamespace: string): string[] {
-    if (!peer.namespaceSelector) return [policyNamespace];
-    return [...this.namespaces]
-      .filter(([, labels]) => selectorMatches(peer.namespaceSelector, labels))
+    const selector = peer.namespaceSelector;
+    if (!selector) return [policyNamespace];
+    return this.selectedBy(selector).names;
+  }
+
+  private selectedBy(selector: LabelSelector): { names: string[]; set: Set<string> } {
+    const cached = this.selectedNamespaces.get(selector);
+    if (cached?.version === this.namespacesVersion) return cached;
+    const names = [...this.namespaces]
+      .filter(([, labels]) => selectorMatches(selector, labels))
       .map(([name]) => name);
+    const entry = { version: this.namespacesVersion, names, set: new Set(names) };
+    this.selectedNamespaces.set(selector, entry);
+    return entry;
   }
 
   /** The rule's pod peers, worked out again only when a namespace it reads has changed. */
-  private members(rule: RuleState): { pods: PolicyPod[]; stamp: string } {
+  private members(rule: RuleState): MemberCache {
     const podPeers = (rule.peers ?? []).filter((p) => !p.ipBlock);
-    const stampOf = (namespaces: Iterable<string>) =>
-      `${this.namespacesVersion}:${[...namespaces].map((n) => this.namespaceVersions.get(n) ?? 0).join(",")}`;
-    const cached = rule.members;
-    if (cached?.stamp.startsWith(`${this.namespacesVersion}:`)) {
-      const read = cached.stamp === stampOf(this.readNamespaces(podPeers, rule.namespace));
-      if (read) return cached;
-    }
     const namespaces = this.readNamespaces(podPeers, rule.namespace);
-    const pods = new Map<string, PolicyPod>();
-    for (const peer of podPeers) {
-      for (const ns of this.peerNamespaces(peer, rule.namespace)) {
-        for (const [key, pod] of this.podsByNamespace.get(ns) ?? []) {
-          if (!pod.hostNetwork && selectorMatches(peer.podSelector, pod.labels)) pods.set(key, pod);
-        }
+    const versionOf = (ns: string) =>
+      `${this.namespacesVersion}.${this.namespaceVersions.get(ns) ?? 0}`;
+    const stamp = namespaces.map(versionOf).join(",");
+    if (rule.members?.stamp === stamp) return rule.members;
+    // Only the namespaces that changed are read again: a pod event costs its namespace's pods.
+    const before = rule.members?.byNamespace;
+    const byNamespace = new Map<string, { version: string; pods: PolicyPod[] }>();
+    for (const ns of namespaces) {
+      const version = versionOf(ns);
+      const kept = before?.get(ns);
+      if (kept?.version === version) {
+        byNamespace.set(ns, kept);
+        continue;
       }
+      const peers = podPeers.filter((p) =>
+        p.namespaceSelector
+          ? this.selectedBy(p.namespaceSelector).set.has(ns)
+          : ns === rule.namespace,
+      );
+      const pods: PolicyPod[] = [];
+      for (const pod of this.podsByNamespace.get(ns)?.values() ?? []) {
+        if (!pod.hostNetwork && peers.some((p) => selectorMatches(p.podSelector, pod.labels)))
+          pods.push(pod);
+      }
+      byNamespace.set(ns, { version, pods });
     }
-    rule.members = { pods: [...pods.values()], stamp: stampOf(namespaces) };
+    rule.members = {
+      stamp,
+      byNamespace,
+      pods: [...byNamespace.values()].flatMap((e) => e.pods),
+    };
     return rule.members;
   }
 
   /** Every namespace the rule's pod peers read, in a stable order. */
   private readNamespaces(podPeers: PolicyPeer[], policyNamespace: string): string[] {
+    if (podPeers.length === 1)
+      return this.peerNamespaces(podPeers[0] as PolicyPeer, policyNamespace);
     const all = new Set<string>();
     for (const peer of podPeers)
       for (const ns of this.peerNamespaces(peer, policyNamespace)) all.add(ns);

@@ -29,10 +29,14 @@ export function selectorMatches(
   labels: Record<string, string>,
 ): boolean {
   if (!selector) return true;
-  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) {
-    if (labels[k] !== v) return false;
+  const wanted = selector.matchLabels;
+  // for…in, not Object.entries: this runs for every pod a rule's peers may pick.
+  for (const k in wanted) {
+    if (labels[k] !== wanted[k]) return false;
   }
-  return (selector.matchExpressions ?? []).every((r) => requirementHolds(r, labels));
+  const exprs = selector.matchExpressions;
+  if (exprs) for (const r of exprs) if (!requirementHolds(r, labels)) return false;
+  return true;
 }
 
 /** Why a selector can never be applied as written (an unknown operator, In without values). */
