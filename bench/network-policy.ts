@@ -191,7 +191,8 @@ async function startNode(
     subnetOctet,
     netns: node.netns,
     nodeBinary: process.execPath,
-    extraFlags: ["--kubeconfig", kubeconfig, "--node-name", name],
+    // info: the bench reads the "listed" lines.
+    extraFlags: ["--kubeconfig", kubeconfig, "--node-name", name, "--log-level", "info"],
   });
   await h.writeConfig({
     "pod-network.conflist": JSON.stringify(h.conflist()),
@@ -220,7 +221,9 @@ async function listed(h: DriverHarness, before: number, boundMs: number): Promis
     if (listedLines(h) >= before + 3) return performance.now() - t0;
     await sleep(50);
   }
-  throw new Error(`the driver did not list pods, namespaces and policies in ${boundMs} ms`);
+  throw new Error(
+    `the driver did not list pods, namespaces and policies in ${boundMs} ms; its log:\n${h.logs.slice(-3000)}`,
+  );
 }
 
 /** One bench pod: its Pod object first (as the API has it before kubelet sets it up), then SetUpPod. */

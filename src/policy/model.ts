@@ -166,7 +166,8 @@ export class PolicyModel {
     const key = podKey(policy.namespace, policy.name);
     this.deletePolicy(policy.namespace, policy.name);
     const problem = policyProblem(policy);
-    const types = policy.policyTypes ?? [
+    // An empty list reads as an absent one, as the API server's defaulting has it.
+    const types = (policy.policyTypes?.length ? policy.policyTypes : undefined) ?? [
       "Ingress",
       ...((policy.egress?.length ?? 0) > 0 ? (["Egress"] as const) : []),
     ];
@@ -254,7 +255,9 @@ export class PolicyModel {
     const rule = this.rules.get(ruleId);
     if (!rule || names.length === 0) return [];
     const wide = !rule.peers || rule.blocks.length > 0;
-    const stamp = `${wide ? this.podsVersion : this.members(rule).stamp}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`;
+    // Wide rules read every pod, and (with namespace peers beside an ipBlock) namespace labels too.
+    const read = wide ? `${this.podsVersion}.${this.namespacesVersion}` : this.members(rule).stamp;
+    const stamp = `${read}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`;
     const cached = this.targetCache.get(ruleId);
     if (cached?.stamp === stamp) return cached.targets;
     const candidates = new Map<string, PolicyPod>();

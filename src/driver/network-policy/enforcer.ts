@@ -158,6 +158,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   private closed = false;
   private cutting = false;
   private cutAgain = false;
+  /** An API event came since the last sync started: connections may have to be cut. */
+  private apiChanged = false;
   /** The config loads being applied, in order. */
   private switching: Promise<void> = Promise.resolve();
 
@@ -370,6 +372,9 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   }
 
   private schedule(): void {
+    // Only what the API says can take away what a connection had: a pod set up or torn
+    // down on this node changes no other pod's rules (a new pod has no connections yet).
+    this.apiChanged = true;
     if (!this.active || this.closed || this.scheduled) return;
     // One sync for a burst of events (a relist delivers thousands at once).
     this.scheduled = setImmediate(() => {
@@ -391,6 +396,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     const waiters = this.nextWaiters;
     this.nextWaiters = [];
     this.waiters.push(...waiters);
+    const apiChanged = this.apiChanged;
+    this.apiChanged = false;
     try {
       const pods: LocalPodRules[] = [...this.local.values()].map((lp) => ({
         hostIf: lp.hostIf,
@@ -410,7 +417,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
         }
         this.applied = next;
         // Off the sync's path: the next change is written while connections are cut.
-        if (this.policiesKnown) this.cutSoon();
+        if (this.policiesKnown && apiChanged) this.cutSoon();
       }
       this.o.metrics?.networkPolicySynced("ok", script ? script.split("\n").length - 1 : 0);
       for (const w of this.waiters) w.resolve();
@@ -418,6 +425,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     } catch (err) {
       this.log.error({ err: String(err) }, "cannot apply NetworkPolicy; retrying");
       this.o.metrics?.networkPolicySynced("failed", 0);
+      // Retried: what it should have cut is still to cut.
+      this.apiChanged ||= apiChanged;
       for (const w of this.waiters) w.reject(err);
       this.waiters = [];
       throw err;
