@@ -72,10 +72,16 @@ class FakeApi {
 
 class RecordingDatapath implements PolicyDatapath {
   scripts: string[] = [];
+  /** Transactions to refuse before accepting again. */
+  failures = 0;
   flows: Flow[] = [];
   deleted: FlowGroup[] = [];
   tableDeleted = 0;
   async applyScript(script: string) {
+    if (this.failures > 0) {
+      this.failures--;
+      throw new Error("nft: Could not process rule: Operation not permitted");
+    }
     this.scripts.push(script);
   }
   async listFlows() {
@@ -279,6 +285,23 @@ describe("network policy enforcer", () => {
     expect(api.handlers.size).to.equal(3);
     await enforcer.apply(config({ networkPolicy: false }));
     expect(dp.tableDeleted).to.equal(1);
+  });
+
+  it("a transaction the kernel refuses fails the ADD, and is retried whole until it lands", async () => {
+    await start();
+    api.list("namespaces", [ns("x")]);
+    api.list("networkpolicies", [denyIngress("x")]);
+    api.list("pods", [pod("x", "a", "10.244.1.2")]);
+    dp.failures = 2;
+    let refused: unknown;
+    await enforcer.attach(X_A).catch((e: unknown) => {
+      refused = e;
+    });
+    expect(String(refused)).to.include("Operation not permitted");
+    // The retries (backoff 5–20 ms) write the table whole: what the kernel has is not known.
+    await scripts(dp, 1);
+    expect(dp.scripts.at(-1)).to.match(/^table inet cni-driver-policy\ndelete table/);
+    expect(dp.scripts.at(-1)).to.include("10.244.1.2 : jump in-midoxa");
   });
 
   it("reads this node's pods from the result cache: host end, addresses, pod identity", () => {

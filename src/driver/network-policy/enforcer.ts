@@ -32,7 +32,12 @@ import {
   flowIsLive,
   listFlows,
 } from "../../plumbing/conntrack.js";
-import { applyNftScript, deleteNftTable, nftBackendName } from "../../plumbing/nftables.js";
+import {
+  applyNftScript,
+  deleteNftTable,
+  NftError,
+  nftBackendName,
+} from "../../plumbing/nftables.js";
 import { listNodeAddresses } from "../../plumbing/node-addresses.js";
 import {
   namespaceFromApi,
@@ -48,6 +53,7 @@ import type { FollowedCollection, KubeApi, KubeObjectView, ObjectWatch } from ".
 import {
   buildRuleset,
   diffScript,
+  enforcesNothing,
   fullScript,
   type LocalPodRules,
   POLICY_TABLE,
@@ -408,13 +414,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       if (!this.applied && !this.policiesKnown && waiters.length === 0) return;
       const next = buildRuleset(this.model, pods);
       const script = this.applied ? diffScript(this.applied, next) : fullScript(next);
-      if (script) {
-        try {
-          await this.datapath.applyScript(script);
-        } catch (err) {
-          this.applied = undefined;
-          throw err;
-        }
+      if (script && (await this.write(script, next))) {
         this.applied = next;
         // Off the sync's path: the next change is written while connections are cut.
         if (this.policiesKnown && apiChanged) this.cutSoon();
@@ -422,14 +422,32 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       this.o.metrics?.networkPolicySynced("ok", script ? script.split("\n").length - 1 : 0);
       for (const w of this.waiters) w.resolve();
       this.waiters = [];
+      this.loop.succeeded();
     } catch (err) {
-      this.log.error({ err: String(err) }, "cannot apply NetworkPolicy; retrying");
+      const retryInMs = this.loop.failed();
+      this.log.error({ err: String(err), retryInMs }, "cannot apply NetworkPolicy; retrying");
       this.o.metrics?.networkPolicySynced("failed", 0);
       // Retried: what it should have cut is still to cut.
       this.apiChanged ||= apiChanged;
       for (const w of this.waiters) w.reject(err);
       this.waiters = [];
-      throw err;
+    }
+  }
+
+  /**
+   * Writes one transaction; false when there was nothing to write it to and
+   * nothing to enforce (no nftables: no table was ever made). Any other
+   * failure throws, and the next attempt rewrites the table whole.
+   */
+  private async write(script: string, next: Ruleset): Promise<boolean> {
+    try {
+      await this.datapath.applyScript(script);
+      return true;
+    } catch (err) {
+      this.applied = undefined;
+      if (!(err instanceof NftError && err.missingTool && enforcesNothing(next))) throw err;
+      this.log.warn({ err: err.message }, "nftables is not installed; no pod is isolated yet");
+      return false;
     }
   }
 

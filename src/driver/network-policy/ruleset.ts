@@ -180,6 +180,11 @@ export function buildRuleset(model: PolicyModel, pods: Iterable<LocalPodRules>):
   return b.out;
 }
 
+/** Whether no pod of the node is isolated or denied in it. */
+export function enforcesNothing(r: Ruleset): boolean {
+  return DISPATCH_MAPS.every((m) => r.dispatch[m].size === 0);
+}
+
 const setDecl = (s: SetSpec) => `type ${s.type};${s.interval ? " flags interval;" : ""}`;
 const elementsOf = (s: SetSpec) => `{ ${s.elements.join(", ")} }`;
 const mapType = (m: DispatchMap) => (m.endsWith("4") ? "ipv4_addr" : "ipv6_addr");
