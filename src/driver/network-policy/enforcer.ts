@@ -230,10 +230,16 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     this.local.set(pod.hostIf, pod);
     await this.switching.catch(() => undefined);
     if (!this.active) return;
-    if (pod.namespace && pod.name && !this.model.pod(pod.namespace, pod.name))
-      await this.readPod(pod.namespace, pod.name);
+    const t0 = performance.now();
+    const read = !!pod.namespace && !!pod.name && !this.model.pod(pod.namespace, pod.name);
+    if (read) await this.readPod(pod.namespace as string, pod.name as string);
+    const t1 = performance.now();
     this.mergeLocalIps(pod);
     await this.syncNow();
+    this.log.debug(
+      { hostIf: pod.hostIf, readMs: read ? t1 - t0 : undefined, syncMs: performance.now() - t1 },
+      "pod's rules in force",
+    );
   }
 
   async detach(hostIf: string): Promise<void> {
@@ -412,9 +418,21 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       }));
       // Until the policies are known and no pod is waiting, the last run's table keeps enforcing.
       if (!this.applied && !this.policiesKnown && waiters.length === 0) return;
+      const t0 = performance.now();
       const next = buildRuleset(this.model, pods);
       const script = this.applied ? diffScript(this.applied, next) : fullScript(next);
-      if (script && (await this.write(script, next))) {
+      const t1 = performance.now();
+      const written = !!script && (await this.write(script, next));
+      this.log.debug(
+        {
+          buildMs: t1 - t0,
+          writeMs: performance.now() - t1,
+          commands: script.split("\n").length - 1,
+          waiters: this.waiters.length,
+        },
+        "policy sync",
+      );
+      if (written) {
         this.applied = next;
         // Off the sync's path: the next change is written while connections are cut.
         if (this.policiesKnown && apiChanged) this.cutSoon();
