@@ -36,7 +36,11 @@ describe("list-watch (src/common) against the fake API server", () => {
 
   /** A list-watch on Nodes logging each event as "add x", "update x", "delete x". */
   function follow(
-    tuning: { list?: () => Promise<{ items: V1Node[] }>; startTimeoutMs?: number } = {},
+    tuning: {
+      list?: () => Promise<{ items: V1Node[] }>;
+      startTimeoutMs?: number;
+      transform?: (n: V1Node) => V1Node;
+    } = {},
   ) {
     const log: string[] = [];
     const errors: { status: unknown; retryInMs: number }[] = [];
@@ -48,6 +52,7 @@ describe("list-watch (src/common) against the fake API server", () => {
       list: tuning.list ?? (() => core.listNode()),
       watch: new Watch(kc),
       ...(tuning.startTimeoutMs !== undefined ? { startTimeoutMs: tuning.startTimeoutMs } : {}),
+      ...(tuning.transform ? { transform: tuning.transform } : {}),
       backoff: { baseMs: 20, maxMs: 1000 },
       random: () => 0.5, // no jitter: the delays are the policy's own
       handlers: {
@@ -70,6 +75,29 @@ describe("list-watch (src/common) against the fake API server", () => {
   afterEach(async () => {
     for (const lw of running.splice(0)) await lw.stop();
     await server?.close();
+  });
+
+  it("keeps only what transform leaves of each object, listed and watched, and hands that over", async () => {
+    await serve();
+    server.put("nodes", { ...node("a"), spec: { podCIDR: "10.244.1.0/24" } });
+    const seen: V1Node[] = [];
+    const { lw } = follow({
+      transform: (n) => {
+        seen.push(n);
+        return {
+          metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion },
+        };
+      },
+    });
+    await lw.whenSynced();
+    server.put("nodes", { ...node("b"), spec: { podCIDR: "10.244.2.0/24" } });
+    await until(() => lw.get(`${PREFIX}-b`), "b watched");
+    for (const name of ["a", "b"]) {
+      const kept = lw.get(`${PREFIX}-${name}`) as V1Node;
+      expect(kept.spec, `${name}: spec dropped`).to.equal(undefined);
+      expect(kept.metadata?.resourceVersion).to.be.a("string");
+    }
+    expect(seen.map((n) => n.spec?.podCIDR)).to.deep.equal(["10.244.1.0/24", "10.244.2.0/24"]);
   });
 
   it("lists, then watches from the list's resourceVersion: adds, updates and deletes follow", async () => {
