@@ -30,6 +30,7 @@ import {
 } from "../support/cluster-nodes.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
+import { kubeProxyNftables } from "../support/kube-proxy.js";
 import { createNetns, pingFrom } from "../support/netns.js";
 import { CONTAINER_PORT, startPodServer, stopPodServer } from "../support/pod-server.js";
 import { requireCommand, requireRoot } from "../support/requirements.js";
@@ -38,39 +39,6 @@ import { until } from "../support/until.js";
 /** A bounded wait, roomy enough for three drivers on a busy two-core machine. */
 const eventually = <T>(probe: () => T | undefined | null | false, what: string) =>
   until(probe, what, 30_000);
-
-/** A ClusterIP on port 80 of one endpoint at CONTAINER_PORT, in kube-proxy's nftables-mode shape. */
-function kubeProxyNftables(services: { name: string; ip: string; endpoint: string }[]): string {
-  const chains = services.flatMap((svc) => [
-    `  chain service-${svc.name} {\n    jump endpoint-${svc.name}\n  }`,
-    `  chain endpoint-${svc.name} {`,
-    `    ip saddr ${svc.endpoint} jump mark-for-masquerade`,
-    `    meta l4proto tcp dnat to ${svc.endpoint}:${CONTAINER_PORT}`,
-    "  }",
-  ]);
-  const elements = services.map((svc) => `${svc.ip} . tcp . 80 : goto service-${svc.name}`);
-  return [
-    "table ip kube-proxy {",
-    '  comment "rules for kube-proxy"',
-    "  chain mark-for-masquerade {\n    mark set mark or 0x4000\n  }",
-    "  chain masquerading {",
-    "    meta mark & 0x4000 == 0 return",
-    "    meta mark set meta mark xor 0x4000",
-    "    masquerade fully-random",
-    "  }",
-    ...chains,
-    "  map service-ips {",
-    "    type ipv4_addr . inet_proto . inet_service : verdict",
-    `    elements = { ${elements.join(", ")} }`,
-    "  }",
-    "  chain services {\n    ip daddr . meta l4proto . th dport vmap @service-ips\n  }",
-    "  chain nat-prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n    jump services\n  }",
-    "  chain nat-output {\n    type nat hook output priority -100; policy accept;\n    jump services\n  }",
-    "  chain nat-postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n    jump masquerading\n  }",
-    "}",
-    "",
-  ].join("\n");
-}
 
 type Member = ClusterMember;
 
@@ -529,7 +497,15 @@ describe("cluster network: routes between nodes, VXLAN, masquerade (three node n
       inNs(ns, ["iptables", "-t", "nat", "-F"]);
       expect(ul.tcpFrom(client, "10.96.0.11", 80), "no rules, no Service").to.equal("");
       const nft = spawnSync("ip", ["netns", "exec", ns, "nft", "-f", "-"], {
-        input: kubeProxyNftables(services),
+        input: kubeProxyNftables(
+          services.map((svc) => ({
+            name: svc.name,
+            clusterIp: svc.ip,
+            port: 80,
+            endpoint: svc.endpoint,
+            targetPort: CONTAINER_PORT,
+          })),
+        ),
         encoding: "utf8",
       });
       expect(nft.status, nft.stderr).to.equal(0);
