@@ -122,7 +122,7 @@ export async function tearDownCluster(
 }
 
 /** Node scripts run with the test's Node, without the CA bundle that slows every start. */
-function nodeEnv(): NodeJS.ProcessEnv {
+export function nodeEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   delete env.NODE_EXTRA_CA_CERTS;
   delete env.NODE_OPTIONS;

@@ -14,6 +14,8 @@
  * SCTP, which upstream also models, is left out: Node has no SCTP sockets.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import type { LabelSelector } from "../../src/policy/types.js";
+import { nodeEnv } from "./cluster-nodes.js";
 import { patient } from "./patience.js";
 
 // ---------------------------------------------------------------------------
@@ -105,17 +107,6 @@ export function splitPodString(pod: PodString): { namespace: string; name: strin
 // ---------------------------------------------------------------------------
 // NetworkPolicy objects, in the wire's shape
 // ---------------------------------------------------------------------------
-
-export interface LabelSelectorRequirement {
-  key: string;
-  operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
-  values?: string[];
-}
-
-export interface LabelSelector {
-  matchLabels?: Record<string, string>;
-  matchExpressions?: LabelSelectorRequirement[];
-}
 
 export interface PolicyPeer {
   podSelector?: LabelSelector;
@@ -497,14 +488,6 @@ process.stdin.on("end", () => process.exit(0));
 `;
 }
 
-/** Node processes started in a netns go without the CA bundle and NODE_OPTIONS (slow starts, tsx). */
-function scriptEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.NODE_EXTRA_CA_CERTS;
-  delete env.NODE_OPTIONS;
-  return env;
-}
-
 /** One long-lived prober (and, in a pod, server) inside a netns. */
 export class PodAgent {
   private nextId = 1;
@@ -530,7 +513,7 @@ export class PodAgent {
     const child = spawn(
       "ip",
       ["netns", "exec", netns, process.execPath, "-e", agentScript(name, opts.serve ?? true)],
-      { env: scriptEnv(), stdio: ["pipe", "pipe", "pipe"] },
+      { env: nodeEnv(), stdio: ["pipe", "pipe", "pipe"] },
     );
     const agent = new PodAgent(name, netns, child);
     child.stderr?.on("data", (b: Buffer) => {
@@ -720,7 +703,7 @@ s.on("close", () => { console.log("closed"); process.exit(0); });
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();`;
     this.child = spawn("ip", ["netns", "exec", netns, process.execPath, "-e", script], {
-      env: scriptEnv(),
+      env: nodeEnv(),
       stdio: ["pipe", "pipe", "ignore"],
     });
     this.child.stdin?.on("error", () => {});
