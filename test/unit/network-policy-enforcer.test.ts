@@ -312,6 +312,7 @@ describe("network policy enforcer", () => {
           ["K8S_POD_NAME", "a"],
         ],
         result: {
+          cniVersion: "1.0.0",
           interfaces: [
             { name: "midoabc", mac: "aa:bb:cc:dd:ee:ff" },
             { name: "eth0", sandbox: "/run/netns/p" },
@@ -319,7 +320,8 @@ describe("network policy enforcer", () => {
           ips: [{ address: "10.244.1.2/24" }, { address: "fd00::2/64" }],
         },
       },
-      { result: { interfaces: [{ name: "veth0" }], ips: [] } },
+      { result: { cniVersion: "1.0.0", interfaces: [{ name: "veth0" }], ips: [] } },
+      { result: { not: "a result" } },
     ]);
     expect(pods).to.deep.equal([
       { hostIf: "midoabc", ips: ["10.244.1.2", "fd00::2"], namespace: "x", name: "a" },

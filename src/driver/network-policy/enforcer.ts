@@ -22,6 +22,8 @@
  */
 import type pino from "pino";
 import { podIdentityFromArgs } from "../../cni/args.js";
+import { parseResult, toResult100 } from "../../cni/result.js";
+import type { Result100 } from "../../cni/types.js";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
@@ -125,21 +127,19 @@ export interface CachedPodAttachment {
 export function localPodsFromCache(entries: readonly CachedPodAttachment[]): LocalPod[] {
   const out: LocalPod[] = [];
   for (const e of entries) {
-    const ifaces = Array.isArray(e.result?.interfaces) ? e.result.interfaces : [];
-    const host = ifaces.find(
-      (i: { name?: unknown; sandbox?: unknown }) =>
-        typeof i?.name === "string" && i.name.startsWith(HOST_VETH_PREFIX) && !i.sandbox,
-    ) as { name: string } | undefined;
+    let result: Result100;
+    try {
+      // The cache's result in whatever version it was written; read as the 1.x shape.
+      result = toResult100(parseResult(e.result));
+    } catch {
+      continue;
+    }
+    const host = result.interfaces?.find((i) => i.name.startsWith(HOST_VETH_PREFIX) && !i.sandbox);
     if (!host) continue;
-    const ips = (Array.isArray(e.result?.ips) ? e.result.ips : [])
-      .map((ip: { address?: unknown }) =>
-        typeof ip?.address === "string" ? ip.address.split("/")[0] : undefined,
-      )
-      .filter((ip: string | undefined): ip is string => !!ip);
     const pod = podIdentityFromArgs(e.cniArgs ?? []);
     out.push({
       hostIf: host.name,
-      ips,
+      ips: (result.ips ?? []).map((ip) => ip.address.split("/")[0] as string),
       ...(pod.namespace && pod.name ? { namespace: pod.namespace, name: pod.name } : {}),
     });
   }
