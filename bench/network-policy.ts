@@ -779,6 +779,13 @@ function listChain(ctx: Ctx, chain: string): string {
   return r.status === 0 ? r.stdout : "";
 }
 
+/** A pod's ingress chain and the rule chains it jumps to, listed one after the other. */
+function listIngress(ctx: Ctx, hostIf: string): string {
+  const own = listChain(ctx, `in-${hostIf}`);
+  const jumps = [...own.matchAll(/jump (r_\w+)/g)].map((m) => m[1] as string);
+  return [own, ...jumps.map((c) => listChain(ctx, c))].join("\n");
+}
+
 // ---------------------------------------------------------------------------
 // 1. SetUpPod with 1,000 policies
 
@@ -946,7 +953,7 @@ async function changeBlock(
       // What the monitor said is what the chain has (untimed, bounded).
       let ok = false;
       for (let k = 0; k < 50 && !ok; k++) {
-        ok = re.test(listChain(ctx, `in-${probe.hostIf}`));
+        ok = re.test(listIngress(ctx, probe.hostIf));
         if (!ok) await sleep(100);
       }
       if (!ok)
@@ -1291,7 +1298,7 @@ async function throughputPart(ctx: Ctx): Promise<string[]> {
     check(intruder, open, true, "policies");
     const rules = listChain(ctx, `in-${selected.hostIf}`)
       .split("\n")
-      .filter((l) => l.includes(" return")).length;
+      .filter((l) => l.includes("jump r_")).length;
     if (rules < TRAFFIC_POLICIES)
       ctx.failures.push(
         `throughput: the server's chain has ${rules} rules, not ${TRAFFIC_POLICIES}`,

@@ -58,6 +58,8 @@ export interface PodRule {
   ports: "any" | NumericPort[];
   /** Egress only: named ports, resolved per destination pod (`namedTargets(id)`). */
   portNames: PortName[];
+  /** Ingress named ports resolved on this pod: the rule's ports differ from pod to pod. */
+  perPod: boolean;
 }
 
 /** What one pod may do: undefined in a direction where no policy isolates it. */
@@ -81,15 +83,36 @@ interface RuleState {
   peers: PolicyPeer[] | undefined;
   ports: PolicyPort[] | undefined;
   blocks: IpBlock[];
+  /** Whether some peer is pods (a podSelector or namespaceSelector). */
+  podPeers: boolean;
+  /** The ipBlocks as ranges, worked out once. */
+  blockRanges?: AddressRanges;
   /** The pod peers, as last worked out, and what that depended on. */
   members?: MemberCache;
 }
 
-/** A rule's pod peers, by namespace, each with the versions it was read at. */
-interface MemberCache {
-  stamp: string;
+/** A rule's pod peers of one namespace; replaced, never changed, when they change. */
+interface MemberBucket {
+  version: string;
   pods: PolicyPod[];
-  byNamespace: Map<string, { version: string; pods: PolicyPod[] }>;
+  /** Their addresses by family, worked out when first asked for. */
+  v4?: string[];
+  v6?: string[];
+}
+
+/** A rule's pod peers, by namespace, and the model versions they were read at. */
+interface MemberCache {
+  namespacesVersion: number;
+  podsVersion: number;
+  /** Bumped whenever a bucket is replaced: what is derived from the members is kept by it. */
+  generation: number;
+  byNamespace: Map<string, MemberBucket>;
+}
+
+/** Pod addresses in chunks (one a namespace): a chunk that is the same array as before has not changed. */
+export interface AddressChunks {
+  v4: ReadonlyArray<readonly string[]>;
+  v6: ReadonlyArray<readonly string[]>;
 }
 
 interface PolicyState {
@@ -124,7 +147,16 @@ export class PolicyModel {
   private readonly namespaceVersions = new Map<string, number>();
   private namespacesVersion = 0;
   private podsVersion = 0;
-  private readonly rangeCache = new Map<string, { stamp: string; ranges: AddressRanges }>();
+  /**
+   * The namespace of each pod event, the latest last: event `podsVersion`
+   * is `touched[podsVersion - touchedBase - 1]`. A rule read at an earlier
+   * version looks at the namespaces touched since instead of comparing the
+   * version of each namespace it reads (thousands, for a namespaceSelector).
+   */
+  private touched: string[] = [];
+  private touchedBase = 0;
+  private generations = 0;
+  private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
   private readonly targetCache = new Map<string, { stamp: string; targets: NamedTarget[] }>();
   private readonly selectedNamespaces = new WeakMap<
     LabelSelector,
@@ -237,13 +269,49 @@ export class PolicyModel {
     if (!rule?.peers) return { v4: [], v6: [] };
     const members = this.members(rule);
     const cached = this.rangeCache.get(ruleId);
-    if (cached?.stamp === members.stamp) return cached.ranges;
+    if (cached?.generation === members.generation) return cached.ranges;
     const ranges = addressRanges(
-      members.pods.flatMap((p) => p.ips),
+      memberPods(members).flatMap((p) => p.ips),
       rule.blocks,
     );
-    this.rangeCache.set(ruleId, { stamp: members.stamp, ranges });
+    this.rangeCache.set(ruleId, { generation: members.generation, ranges });
     return ranges;
+  }
+
+  /**
+   * A rule's pod peers' addresses, a chunk per namespace: between two calls,
+   * only the chunks of namespaces whose member pods changed are new arrays,
+   * so a caller keeping the last answer finds what changed without comparing
+   * every address. Empty for a rule without pod peers.
+   */
+  peerPodAddresses(ruleId: string): AddressChunks {
+    const rule = this.rules.get(ruleId);
+    if (!rule?.podPeers) return { v4: [], v6: [] };
+    const v4: string[][] = [];
+    const v6: string[][] = [];
+    for (const bucket of this.members(rule).byNamespace.values()) {
+      if (!bucket.v4 || !bucket.v6) {
+        const all = bucket.pods.flatMap((p) => p.ips);
+        bucket.v4 = all.filter((ip) => !ip.includes(":"));
+        bucket.v6 = all.filter((ip) => ip.includes(":"));
+      }
+      if (bucket.v4.length) v4.push(bucket.v4);
+      if (bucket.v6.length) v6.push(bucket.v6);
+    }
+    return { v4, v6 };
+  }
+
+  /** A rule's ipBlocks less their excepts; fixed for the rule's life. */
+  peerBlocks(ruleId: string): AddressRanges {
+    const rule = this.rules.get(ruleId);
+    if (!rule) return { v4: [], v6: [] };
+    rule.blockRanges ??= addressRanges([], rule.blocks);
+    return rule.blockRanges;
+  }
+
+  /** Whether the rule has pod peers (a podSelector or namespaceSelector peer). */
+  hasPodPeers(ruleId: string): boolean {
+    return this.rules.get(ruleId)?.podPeers ?? false;
   }
 
   /**
@@ -256,14 +324,17 @@ export class PolicyModel {
     if (!rule || names.length === 0) return [];
     const wide = !rule.peers || rule.blocks.length > 0;
     // Wide rules read every pod, and (with namespace peers beside an ipBlock) namespace labels too.
-    const read = wide ? `${this.podsVersion}.${this.namespacesVersion}` : this.members(rule).stamp;
+    const read = wide
+      ? `${this.podsVersion}.${this.namespacesVersion}`
+      : `g${this.members(rule).generation}`;
     const stamp = `${read}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`;
     const cached = this.targetCache.get(ruleId);
     if (cached?.stamp === stamp) return cached.targets;
     const candidates = new Map<string, PolicyPod>();
     if (!rule.peers) for (const [k, p] of this.pods) candidates.set(k, p);
     else {
-      for (const p of this.members(rule).pods) candidates.set(podKey(p.namespace, p.name), p);
+      for (const p of memberPods(this.members(rule)))
+        candidates.set(podKey(p.namespace, p.name), p);
       if (rule.blocks.length > 0) {
         const blocks = addressRanges([], rule.blocks);
         for (const [key, p] of this.pods) {
@@ -324,6 +395,12 @@ export class PolicyModel {
   private touchNamespace(namespace: string): void {
     this.namespaceVersions.set(namespace, (this.namespaceVersions.get(namespace) ?? 0) + 1);
     this.podsVersion++;
+    this.touched.push(namespace);
+    // Bounded: a rule read before the oldest kept event compares every namespace it reads.
+    if (this.touched.length > 65_536) {
+      this.touchedBase += 32_768;
+      this.touched = this.touched.slice(32_768);
+    }
   }
 
   private rulesOf(policy: NetworkPolicy, direction: Direction): RuleState[] {
@@ -336,6 +413,7 @@ export class PolicyModel {
         peers,
         ports: r.ports && r.ports.length > 0 ? r.ports : undefined,
         blocks: (peers ?? []).flatMap((p) => (p.ipBlock ? [p.ipBlock] : [])),
+        podPeers: (peers ?? []).some((p) => !p.ipBlock),
       };
       this.rules.set(state.id, state);
       return state;
@@ -360,42 +438,64 @@ export class PolicyModel {
     return entry;
   }
 
-  /** The rule's pod peers, worked out again only when a namespace it reads has changed. */
+  /** The rule's pod peers, worked out again only for the namespaces that changed. */
   private members(rule: RuleState): MemberCache {
+    const m = rule.members;
+    if (m?.namespacesVersion === this.namespacesVersion) {
+      if (m.podsVersion === this.podsVersion) return m;
+      const since = m.podsVersion - this.touchedBase;
+      if (since >= 0 && this.podsVersion - m.podsVersion <= m.byNamespace.size) {
+        // The namespaces read are the same; only pod events since matter.
+        const changed = new Set<string>();
+        for (const ns of this.touched.slice(since)) if (m.byNamespace.has(ns)) changed.add(ns);
+        for (const ns of changed) m.byNamespace.set(ns, this.bucket(rule, ns));
+        if (changed.size > 0) m.generation = ++this.generations;
+        m.podsVersion = this.podsVersion;
+        return m;
+      }
+    }
     const podPeers = (rule.peers ?? []).filter((p) => !p.ipBlock);
     const namespaces = this.readNamespaces(podPeers, rule.namespace);
-    const versionOf = (ns: string) =>
-      `${this.namespacesVersion}.${this.namespaceVersions.get(ns) ?? 0}`;
-    const stamp = namespaces.map(versionOf).join(",");
-    if (rule.members?.stamp === stamp) return rule.members;
     // Only the namespaces that changed are read again: a pod event costs its namespace's pods.
-    const before = rule.members?.byNamespace;
-    const byNamespace = new Map<string, { version: string; pods: PolicyPod[] }>();
+    const before = m?.byNamespace;
+    const byNamespace = new Map<string, MemberBucket>();
+    let replaced = before?.size !== namespaces.length;
     for (const ns of namespaces) {
-      const version = versionOf(ns);
       const kept = before?.get(ns);
-      if (kept?.version === version) {
-        byNamespace.set(ns, kept);
-        continue;
+      if (kept?.version === this.versionOf(ns)) byNamespace.set(ns, kept);
+      else {
+        byNamespace.set(ns, this.bucket(rule, ns));
+        replaced = true;
       }
-      const peers = podPeers.filter((p) =>
-        p.namespaceSelector
-          ? this.selectedBy(p.namespaceSelector).set.has(ns)
-          : ns === rule.namespace,
-      );
-      const pods: PolicyPod[] = [];
-      for (const pod of this.podsByNamespace.get(ns)?.values() ?? []) {
-        if (!pod.hostNetwork && peers.some((p) => selectorMatches(p.podSelector, pod.labels)))
-          pods.push(pod);
-      }
-      byNamespace.set(ns, { version, pods });
     }
     rule.members = {
-      stamp,
+      namespacesVersion: this.namespacesVersion,
+      podsVersion: this.podsVersion,
+      generation: replaced || !m ? ++this.generations : m.generation,
       byNamespace,
-      pods: [...byNamespace.values()].flatMap((e) => e.pods),
     };
     return rule.members;
+  }
+
+  private versionOf(ns: string): string {
+    return `${this.namespacesVersion}.${this.namespaceVersions.get(ns) ?? 0}`;
+  }
+
+  /** The rule's pod peers in one namespace, as the model has them now. */
+  private bucket(rule: RuleState, ns: string): MemberBucket {
+    const peers = (rule.peers ?? []).filter(
+      (p) =>
+        !p.ipBlock &&
+        (p.namespaceSelector
+          ? this.selectedBy(p.namespaceSelector).set.has(ns)
+          : ns === rule.namespace),
+    );
+    const pods: PolicyPod[] = [];
+    for (const pod of this.podsByNamespace.get(ns)?.values() ?? []) {
+      if (!pod.hostNetwork && peers.some((p) => selectorMatches(p.podSelector, pod.labels)))
+        pods.push(pod);
+    }
+    return { version: this.versionOf(ns), pods };
   }
 
   /** Every namespace the rule's pod peers read, in a stable order. */
@@ -410,7 +510,8 @@ export class PolicyModel {
 
   private podRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {
     const base = { id: rule.id, anyPeer: !rule.peers };
-    if (!rule.ports) return { ...base, ports: "any", portNames: [] };
+    if (!rule.ports) return { ...base, ports: "any", portNames: [], perPod: false };
+    let perPod = false;
     const ports: NumericPort[] = [];
     const portNames: PortName[] = [];
     for (const p of rule.ports) {
@@ -423,12 +524,18 @@ export class PolicyModel {
           ...(p.endPort !== undefined && p.endPort > p.port ? { endPort: p.endPort } : {}),
         });
       else if (direction === "ingress") {
+        perPod = true;
         const found = pod.namedPorts.find((np) => np.name === p.port && np.protocol === protocol);
         if (found) ports.push({ protocol, port: found.port });
       } else portNames.push({ protocol, name: p.port });
     }
-    return { ...base, ports, portNames };
+    return { ...base, ports, portNames, perPod };
   }
+}
+
+/** Every member pod of a rule, whatever its namespace. */
+function memberPods(m: MemberCache): PolicyPod[] {
+  return [...m.byNamespace.values()].flatMap((b) => b.pods);
 }
 
 function portMatches(p: NumericPort, protocol: Protocol, port: number): boolean {

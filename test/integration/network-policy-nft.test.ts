@@ -109,10 +109,11 @@ describe("network policy: the nftables table, whole and by diffs", function () {
     for (const ns of [byDiff, whole]) deleteNetns(ns);
   });
 
-  it("starts empty: the maps and the forward chain, no pod chain", () => {
+  it("starts empty: the maps and the two forward chains, no pod chain", () => {
     step();
     const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
-    expect(text).to.include("hook forward");
+    expect(text).to.include("hook forward priority filter;");
+    expect(text).to.include("hook forward priority filter + 1;");
     expect(text).to.include("ct state established,related accept");
     expect(text).not.to.include("chain in-");
   });
@@ -138,16 +139,51 @@ describe("network policy: the nftables table, whole and by diffs", function () {
     expect(text).to.match(/chain eg-midox-a/);
     expect(text).to.match(/10\.244\.1\.2 : jump in-midox-a/);
     expect(text).to.match(/fd00:1::2 : jump in-midox-a/);
-    expect(text).to.include("tcp dport 80");
+    // The port before the peer: a packet for another port never meets the set.
+    expect(text).to.match(/tcp dport 80 ip saddr @p_\w+_4 accept/);
     expect(text).to.include("udp dport 81-90");
+    expect(text).to.match(/chain in-midox-a \{\s*jump r_\w+\s*drop\s*\}/);
     expect(text).not.to.match(/10\.244\.1\.3 : jump/);
   });
 
-  it("a new peer pod rewrites its set only", () => {
+  it("a new peer pod adds its address, a pod gone deletes it: no chain is touched", () => {
     model.upsertPod(pod("y", "c", ["10.244.2.4"]));
+    let script = step();
+    expect(script).to.match(/^add element inet cni-driver-policy p_\w+_4 \{ 10\.244\.2\.4 \}$/m);
+    // Besides: the egress rule's named port resolves on the new pod too (its t_ set).
+    expect(script).not.to.match(/chain|rule|flush/);
+    model.deletePod("y", "c");
+    script = step();
+    expect(script).to.match(/^delete element inet cni-driver-policy p_\w+_4 \{ 10\.244\.2\.4 \}$/m);
+    expect(script).not.to.match(/chain|rule|flush/);
+  });
+
+  it("a policy's port change rewrites its rule's chain only, whatever the pods it selects", () => {
+    const before = model.pod("x", "b");
+    model.upsertPod(pod("x", "b", ["10.244.1.3"], { pod: "a" }));
+    local[1] = { ...(local[1] as LocalPodRules), standing: { kind: "open" } };
+    step();
+    const policy = {
+      namespace: "x",
+      name: "ports",
+      podSelector: { matchLabels: { pod: "a" } },
+      ingress: [{ peers: [{ podSelector: {} }], ports: [{ port: 8080 }] }],
+    };
+    model.upsertPolicy(policy);
+    step();
+    model.upsertPolicy({
+      ...policy,
+      ingress: [{ peers: [{ podSelector: {} }], ports: [{ port: 8081 }] }],
+    });
     const script = step();
-    expect(script).to.match(/^flush set /m);
-    expect(script).not.to.match(/chain/);
+    const lines = script.trim().split("\n");
+    expect(lines[0]).to.match(/^flush chain inet cni-driver-policy r_\w+$/);
+    expect(
+      lines.slice(1).every((l) => /^add rule inet cni-driver-policy r_\w+ .*8081/.test(l)),
+    ).to.equal(true);
+    model.deletePolicy("x", "ports");
+    model.upsertPod(before as PolicyPod);
+    step();
   });
 
   it("a label change moves a pod out of the policy: its chains and verdicts go", () => {

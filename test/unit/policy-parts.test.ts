@@ -620,8 +620,8 @@ describe("policy/model: podPolicy", () => {
     });
     expect(m.podPolicy(xa)).to.deep.equal({
       ingress: [
-        { id: "x/p/ingress/0", anyPeer: true, ports: "any", portNames: [] },
-        { id: "x/p/ingress/1", anyPeer: true, ports: "any", portNames: [] },
+        { id: "x/p/ingress/0", anyPeer: true, ports: "any", portNames: [], perPod: false },
+        { id: "x/p/ingress/1", anyPeer: true, ports: "any", portNames: [], perPod: false },
         {
           id: "x/p/ingress/2",
           anyPeer: false,
@@ -634,6 +634,8 @@ describe("policy/model: podPolicy", () => {
             { protocol: "UDP", port: 81 },
           ],
           portNames: [],
+          // Named ports resolved on the pod: another pod of the rule may get other numbers.
+          perPod: true,
         },
       ],
     });
@@ -675,6 +677,7 @@ describe("policy/model: podPolicy", () => {
           { protocol: "TCP", name: "serve-99-tcp" },
           { protocol: "UDP", name: "serve-80-tcp" },
         ],
+        perPod: false,
       },
     ]);
   });
@@ -1031,5 +1034,106 @@ describe("policy/model: upsertPolicy problems", () => {
     m.deletePolicy("x", "p");
     expect(m.allows(xa, "ingress", "10.0.2.2", "TCP", 80)).to.equal(true);
     expect(m.hasPolicies("x")).to.equal(false);
+  });
+});
+
+describe("policy/model: peerPodAddresses, the chunks a peer set is diffed by", () => {
+  const id = "x/p/ingress/0";
+  const flat = (m: PolicyModel) => {
+    const c = m.peerPodAddresses(id);
+    return { v4: c.v4.flat().sort(), v6: c.v6.flat().sort() };
+  };
+
+  it("a chunk per namespace; a pod event replaces its namespace's chunk only", () => {
+    const { m } = smallModel();
+    m.upsertNamespace({ name: "z", labels: { ns: "z" } });
+    m.upsertPod(mkPod("z", "a", "10.0.3.1", { ips: ["10.0.3.1", "fd00:3::1"] }));
+    m.upsertPolicy({
+      namespace: "x",
+      name: "p",
+      podSelector: {},
+      ingress: [{ peers: [{ namespaceSelector: {} }, { ipBlock: { cidr: "172.16.0.0/16" } }] }],
+    });
+    expect(m.hasPodPeers(id)).to.equal(true);
+    const before = m.peerPodAddresses(id);
+    expect(flat(m)).to.deep.equal({
+      v4: ["10.0.1.1", "10.0.1.2", "10.0.2.2", "10.0.3.1"],
+      v6: ["fd00:3::1"],
+    });
+    // The ipBlock is not a pod: it has its own answer.
+    expect(formatted(m.peerBlocks(id)).v4).to.deep.equal(["172.16.0.0-172.16.255.255"]);
+    m.upsertPod(mkPod("y", "c", "10.0.2.3"));
+    const after = m.peerPodAddresses(id);
+    const kept = after.v4.filter((c) => before.v4.includes(c));
+    expect(kept.map((c) => [...c].sort())).to.deep.equal([["10.0.1.1", "10.0.1.2"], ["10.0.3.1"]]);
+    expect(after.v6[0]).to.equal(before.v6[0]);
+    expect(flat(m).v4).to.include("10.0.2.3");
+    // Asked again with nothing changed: the very same chunks.
+    const again = m.peerPodAddresses(id);
+    expect(again.v4.every((c, i) => c === after.v4[i])).to.equal(true);
+  });
+
+  it("agrees with a plain reading of the model after any run of events, past the event log's bound too", () => {
+    const m = new PolicyModel();
+    const nss = ["a", "b", "c", "d"];
+    for (const ns of nss)
+      m.upsertNamespace({ name: ns, labels: { team: ns === "d" ? "t2" : "t1" } });
+    m.upsertPolicy({
+      namespace: "a",
+      name: "p",
+      podSelector: {},
+      ingress: [
+        {
+          peers: [
+            {
+              namespaceSelector: { matchLabels: { team: "t1" } },
+              podSelector: { matchLabels: { app: "web" } },
+            },
+          ],
+        },
+      ],
+    });
+    const pid = "a/p/ingress/0";
+    const expected = () => {
+      const out: string[] = [];
+      for (const ns of nss) {
+        for (let i = 0; i < 40; i++) {
+          const p = m.pod(ns, `p${i}`);
+          if (p && p.labels.app === "web" && nsTeam.get(ns) === "t1") out.push(...p.ips);
+        }
+      }
+      return out.sort();
+    };
+    const nsTeam = new Map(nss.map((ns) => [ns, ns === "d" ? "t2" : "t1"]));
+    let seed = 7;
+    const rnd = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return Math.floor(seed / 65536) % n;
+    };
+    // 70,000 events pass the log's 65,536: a rule read before the oldest kept one reads every namespace.
+    for (let round = 0; round < 140; round++) {
+      const events = round === 70 ? 69_000 : 1 + rnd(6);
+      for (let e = 0; e < events; e++) {
+        const ns = nss[rnd(4)] as string;
+        const i = rnd(40);
+        if (rnd(5) === 0) m.deletePod(ns, `p${i}`);
+        else
+          m.upsertPod({
+            namespace: ns,
+            name: `p${i}`,
+            labels: { app: rnd(2) ? "web" : "db" },
+            ips: [`10.${nss.indexOf(ns)}.0.${i}`],
+            namedPorts: [],
+            hostNetwork: false,
+          });
+      }
+      if (round % 25 === 24) {
+        const ns = nss[rnd(4)] as string;
+        const team = rnd(2) ? "t1" : "t2";
+        nsTeam.set(ns, team);
+        m.upsertNamespace({ name: ns, labels: { team } });
+      }
+      expect(m.peerPodAddresses(pid).v4.flat().sort(), `round ${round}`).to.deep.equal(expected());
+    }
   });
 });

@@ -4,18 +4,30 @@
  * model and the node's pods in, text out.
  *
  *   table inet cni-driver-policy
- *     chain forward   hook forward: established/related accept; then the
- *                     source pod's egress chain (by saddr), then the
+ *     chain egress    hook forward, priority filter: established/related
+ *                     accept; then the source pod's egress chain (by saddr)
+ *     chain ingress   hook forward, priority filter + 1: the same, then the
  *                     destination pod's ingress chain (by daddr)
  *     map egress4/6, ingress4/6   a local pod's address → jump to its chain
- *     chain in-<veth>, eg-<veth>  one per isolated pod and direction: a line
- *                     per allowed (peers, ports), `return` when it matches,
- *                     `drop` at the end
- *     set p_<rule>_4/6           a rule's peers: pods' addresses and ipBlocks
- *                     (excepts cut out), shared by every pod the rule applies to
- *     set t_<rule>_4/6           an egress rule's named ports resolved on
- *                     each destination pod: address . protocol . port
+ *     chain in-<veth>, eg-<veth>  one per isolated pod and direction: a jump
+ *                     to each rule that applies to it, `drop` at the end
+ *     chain r_<rule>  one per rule (per rule and resolved ports, for ingress
+ *                     named ports), shared by every pod it applies to: a line
+ *                     per (ports, peers) that accepts; ports checked first
+ *     set p_<rule>_4/6  a rule's pod peers' addresses (hash set, changed
+ *                     element by element)
+ *     set b_<rule>_4/6  a rule's ipBlocks, excepts cut out (interval set)
+ *     set t_<rule>_4/6  an egress rule's named ports resolved on each
+ *                     destination pod: address . protocol . port
  *     chain deny      a pod whose labels are not known yet (see enforcer.ts)
+ *
+ * `accept` ends only the base chain it is reached from: a packet egress lets
+ * through still meets ingress, so a pod-to-pod packet passes both pods'
+ * policies. A policy edit rewrites its rule chains only, a pod joining or
+ * leaving a peer selection adds or deletes its address: nothing of a change
+ * grows with the number of pods a rule applies to. Pod peers are plain hash
+ * sets rather than interval sets because nftables (1.0.6) reads back every
+ * interval set's elements before any transaction that changes elements.
  *
  * The forward hook sees pod-to-pod traffic on one bridge too: the bridge
  * passes bridged IP through the IP hooks (nf_call_iptables, bridge.ts), after
@@ -24,7 +36,7 @@
  * forward: it is never filtered here.
  */
 import { createHash } from "node:crypto";
-import { type AddressRanges, formatRange } from "../../policy/addresses.js";
+import { formatRange } from "../../policy/addresses.js";
 import type { NumericPort, PodPolicy, PodRule, PolicyModel, PortName } from "../../policy/model.js";
 import type { Direction, Protocol } from "../../policy/types.js";
 
@@ -51,7 +63,8 @@ export interface LocalPodRules {
 interface SetSpec {
   type: string;
   interval: boolean;
-  elements: string[];
+  /** The elements in chunks: a chunk that is the same array as before is unchanged. */
+  chunks: ReadonlyArray<readonly string[]>;
 }
 
 export interface Ruleset {
@@ -77,11 +90,13 @@ function portFragments(ports: "any" | NumericPort[]): string[] {
       byProtocol.set(p.protocol, [...(have ?? []), text]);
     }
   }
-  return [...byProtocol].map(([protocol, list]) =>
-    list === "all"
-      ? `meta l4proto ${proto(protocol)}`
-      : `meta l4proto ${proto(protocol)} th dport { ${[...new Set(list)].join(", ")} }`,
-  );
+  return [...byProtocol].map(([protocol, list]) => {
+    if (list === "all") return `meta l4proto ${proto(protocol)}`;
+    const unique = [...new Set(list)];
+    // One port is a comparison; more make an anonymous set.
+    const match = unique.length === 1 ? unique[0] : `{ ${unique.join(", ")} }`;
+    return `meta l4proto ${proto(protocol)} th dport ${match}`;
+  });
 }
 
 class RulesetBuilder {
@@ -96,9 +111,6 @@ class RulesetBuilder {
     },
   };
 
-  /** Each rule's peer sets, by family, once worked out. */
-  private readonly peerFamilies = new Map<string, Array<{ family: 4 | 6; name: string }>>();
-
   constructor(private readonly model: PolicyModel) {}
 
   addPod(pod: LocalPodRules): void {
@@ -110,7 +122,8 @@ class RulesetBuilder {
         const rules = pod.standing.policy[direction];
         if (!rules) continue;
         chain = chainName(direction, pod.hostIf);
-        this.out.chains.set(chain, [...rules.flatMap((r) => this.lines(r, direction)), "drop"]);
+        const jumps = new Set(rules.map((r) => `jump ${this.ruleChain(r, direction)}`));
+        this.out.chains.set(chain, [...jumps, "drop"]);
       }
       for (const ip of pod.ips) {
         const map: DispatchMap = `${direction}${ip.includes(":") ? "6" : "4"}`;
@@ -119,40 +132,51 @@ class RulesetBuilder {
     }
   }
 
-  private lines(rule: PodRule, direction: Direction): string[] {
+  /** The rule's chain, written once per ruleset however many pods jump to it. */
+  private ruleChain(rule: PodRule, direction: Direction): string {
+    const ports = portFragments(rule.ports);
+    const name = `r_${hash(rule.perPod ? `${rule.id}|${ports.join(";")}` : rule.id)}`;
+    if (this.out.chains.has(name)) return name;
     const field = direction === "ingress" ? "saddr" : "daddr";
     const peers = rule.anyPeer ? [""] : this.peerFragments(rule.id, field);
     const lines: string[] = [];
-    for (const peer of peers) {
-      for (const port of portFragments(rule.ports)) {
-        lines.push(`${[peer, port].filter(Boolean).join(" ")} return`);
-      }
+    // The port first: a packet for another port leaves the line before any set lookup.
+    for (const port of ports) {
+      for (const peer of peers) lines.push(`${[port, peer].filter(Boolean).join(" ")} accept`);
     }
     if (direction === "egress" && rule.portNames.length > 0)
       lines.push(...this.targetLines(rule.id, rule.portNames));
-    return lines;
+    this.out.chains.set(name, lines);
+    return name;
   }
 
-  /** The rule's peer sets, one per family that has addresses; worked out once per ruleset. */
+  /** The rule's peer sets: pod addresses (always both families) and ipBlocks (where any). */
   private peerFragments(ruleId: string, field: "saddr" | "daddr"): string[] {
-    let families = this.peerFamilies.get(ruleId);
-    if (!families) {
-      const ranges: AddressRanges = this.model.peerAddresses(ruleId);
-      families = [];
-      for (const family of [4, 6] as const) {
-        const list = family === 4 ? ranges.v4 : ranges.v6;
-        if (list.length === 0) continue;
-        const name = `p_${hash(ruleId)}_${family}`;
-        this.out.sets.set(name, {
-          type: family === 4 ? "ipv4_addr" : "ipv6_addr",
-          interval: true,
-          elements: list.map((r) => formatRange(r, family)),
-        });
-        families.push({ family, name });
+    const out: string[] = [];
+    const h = hash(ruleId);
+    const pods = this.model.hasPodPeers(ruleId) ? this.model.peerPodAddresses(ruleId) : undefined;
+    const blocks = this.model.peerBlocks(ruleId);
+    for (const family of [4, 6] as const) {
+      const ip = family === 4 ? "ip" : "ip6";
+      const type = family === 4 ? "ipv4_addr" : "ipv6_addr";
+      // Kept even when empty: a pod joining later is an element, not a rule.
+      if (pods) {
+        const name = `p_${h}_${family}`;
+        this.out.sets.set(name, { type, interval: false, chunks: pods[`v${family}`] });
+        out.push(`${ip} ${field} @${name}`);
       }
-      this.peerFamilies.set(ruleId, families);
+      const ranges = blocks[`v${family}`];
+      if (ranges.length > 0) {
+        const name = `b_${h}_${family}`;
+        this.out.sets.set(name, {
+          type,
+          interval: true,
+          chunks: [ranges.map((r) => formatRange(r, family))],
+        });
+        out.push(`${ip} ${field} @${name}`);
+      }
     }
-    return families.map(({ family, name }) => `${family === 4 ? "ip" : "ip6"} ${field} @${name}`);
+    return out;
   }
 
   private targetLines(ruleId: string, names: readonly PortName[]): string[] {
@@ -160,15 +184,13 @@ class RulesetBuilder {
     const out: string[] = [];
     for (const family of [4, 6] as const) {
       const mine = targets.filter((t) => t.ip.includes(":") === (family === 6));
-      if (mine.length === 0) continue;
       const name = `t_${hash(`${ruleId}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`)}_${family}`;
-      if (!this.out.sets.has(name))
-        this.out.sets.set(name, {
-          type: `${family === 4 ? "ipv4_addr" : "ipv6_addr"} . inet_proto . inet_service`,
-          interval: false,
-          elements: [...new Set(mine.map((t) => `${t.ip} . ${proto(t.protocol)} . ${t.port}`))],
-        });
-      out.push(`${family === 4 ? "ip" : "ip6"} daddr . meta l4proto . th dport @${name} return`);
+      this.out.sets.set(name, {
+        type: `${family === 4 ? "ipv4_addr" : "ipv6_addr"} . inet_proto . inet_service`,
+        interval: false,
+        chunks: [mine.map((t) => `${t.ip} . ${proto(t.protocol)} . ${t.port}`)],
+      });
+      out.push(`${family === 4 ? "ip" : "ip6"} daddr . meta l4proto . th dport @${name} accept`);
     }
     return out;
   }
@@ -186,29 +208,45 @@ export function enforcesNothing(r: Ruleset): boolean {
 }
 
 const setDecl = (s: SetSpec) => `type ${s.type};${s.interval ? " flags interval;" : ""}`;
-const elementsOf = (s: SetSpec) => `{ ${s.elements.join(", ")} }`;
+const elementsOf = (s: SetSpec) => [...new Set(s.chunks.flat())];
+const braced = (list: readonly string[]) => `{ ${list.join(", ")} }`;
 const mapType = (m: DispatchMap) => (m.endsWith("4") ? "ipv4_addr" : "ipv6_addr");
 const verdicts = (m: Map<string, string>) =>
   `{ ${[...m].map(([ip, chain]) => `${ip} : jump ${chain}`).join(", ")} }`;
 
-const FORWARD_CHAIN = [
-  "type filter hook forward priority filter; policy accept;",
-  "ct state established,related accept",
-  // Neighbour discovery between pods on one bridge is no connection a policy speaks of.
-  "icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } accept",
-  "ip saddr vmap @egress4",
-  "ip6 saddr vmap @egress6",
-  "ip daddr vmap @ingress4",
-  "ip6 daddr vmap @ingress6",
+const ND =
+  "icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } accept";
+/** The two base chains: each direction ends in its own, so one's accept does not skip the other. */
+const BASE_CHAINS: Array<[name: string, lines: string[]]> = [
+  [
+    "egress",
+    [
+      "type filter hook forward priority filter; policy accept;",
+      "ct state established,related accept",
+      // Neighbour discovery between pods on one bridge is no connection a policy speaks of.
+      ND,
+      "ip saddr vmap @egress4",
+      "ip6 saddr vmap @egress6",
+    ],
+  ],
+  [
+    "ingress",
+    [
+      "type filter hook forward priority filter + 1; policy accept;",
+      "ct state established,related accept",
+      ND,
+      "ip daddr vmap @ingress4",
+      "ip6 daddr vmap @ingress6",
+    ],
+  ],
 ];
 
 /** The whole table, replacing whatever is there (the first apply, and after a failed one). */
 export function fullScript(r: Ruleset): string {
   const lines = [`table ${T}`, `delete table ${T}`, `table ${T} {`];
   for (const [name, s] of r.sets) {
-    lines.push(
-      `  set ${name} { ${setDecl(s)}${s.elements.length ? ` elements = ${elementsOf(s)}` : ""} }`,
-    );
+    const els = elementsOf(s);
+    lines.push(`  set ${name} { ${setDecl(s)}${els.length ? ` elements = ${braced(els)}` : ""} }`);
   }
   for (const [name, rules] of r.chains) {
     lines.push(`  chain ${name} {`, ...rules.map((l) => `    ${l}`), "  }");
@@ -217,7 +255,9 @@ export function fullScript(r: Ruleset): string {
     const els = r.dispatch[m].size ? ` elements = ${verdicts(r.dispatch[m])}` : "";
     lines.push(`  map ${m} { type ${mapType(m)} : verdict;${els} }`);
   }
-  lines.push("  chain forward {", ...FORWARD_CHAIN.map((l) => `    ${l}`), "  }", "}");
+  for (const [name, chain] of BASE_CHAINS)
+    lines.push(`  chain ${name} {`, ...chain.map((l) => `    ${l}`), "  }");
+  lines.push("}");
   return `${lines.join("\n")}\n`;
 }
 
@@ -225,25 +265,72 @@ const sameList = (a: readonly string[], b: readonly string[]) =>
   a.length === b.length && a.every((x, i) => x === b[i]);
 
 /**
+ * A hash set's change as elements to delete and to add, found from the chunks
+ * that changed: unchanged chunks are never read, except to keep an address
+ * that moved into one.
+ */
+function elementDelta(prev: SetSpec, next: SetSpec): { gone: string[]; added: string[] } {
+  const before = new Set(prev.chunks);
+  const after = new Set(next.chunks);
+  const added = new Set<string>();
+  for (const c of next.chunks) if (!before.has(c)) for (const e of c) added.add(e);
+  const gone = new Set<string>();
+  for (const c of prev.chunks) if (!after.has(c)) for (const e of c) if (!added.has(e)) gone.add(e);
+  if (gone.size > 0) {
+    for (const c of next.chunks) if (before.has(c)) for (const e of c) gone.delete(e);
+  }
+  // What was there in an unchanged or a replaced chunk needs no add: `add` of a present element is harmless, but noise.
+  for (const c of prev.chunks) if (!after.has(c)) for (const e of c) added.delete(e);
+  for (const c of next.chunks) if (before.has(c)) for (const e of c) added.delete(e);
+  return { gone: [...gone], added: [...added] };
+}
+
+const sameChunks = (a: SetSpec, b: SetSpec) =>
+  a.chunks.length === b.chunks.length && a.chunks.every((c, i) => c === b.chunks[i]);
+
+/** The commands that bring one set from `old` (undefined: new) to `s`. */
+function setCommands(name: string, old: SetSpec | undefined, s: SetSpec): string[] {
+  if (old && sameChunks(old, s)) return [];
+  if (!old) {
+    const els = elementsOf(s);
+    return [
+      `add set ${T} ${name} { ${setDecl(s)} }`,
+      ...(els.length ? [`add element ${T} ${name} ${braced(els)}`] : []),
+    ];
+  }
+  if (s.interval) {
+    // ipBlocks only, changed with their policy: rewritten whole.
+    const before = elementsOf(old);
+    const els = elementsOf(s);
+    if (sameList(before, els)) return [];
+    return [
+      `flush set ${T} ${name}`,
+      ...(els.length ? [`add element ${T} ${name} ${braced(els)}`] : []),
+    ];
+  }
+  const { gone, added } = elementDelta(old, s);
+  return [
+    ...(gone.length ? [`delete element ${T} ${name} ${braced(gone)}`] : []),
+    ...(added.length ? [`add element ${T} ${name} ${braced(added)}`] : []),
+  ];
+}
+
+/**
  * The commands that turn `prev` into `next`, touching only what differs; ""
  * when nothing does. Order matters within the transaction: sets exist before
- * rules name them, chains before verdicts jump to them, and what goes is
+ * rules name them, chains before rules jump to them, and what goes is
  * unreferenced before it is deleted.
  */
 export function diffScript(prev: Ruleset, next: Ruleset): string {
   const out: string[] = [];
-  for (const [name, s] of next.sets) {
-    const old = prev.sets.get(name);
-    if (old && old.type === s.type && sameList(old.elements, s.elements)) continue;
-    if (!old) out.push(`add set ${T} ${name} { ${setDecl(s)} }`);
-    else out.push(`flush set ${T} ${name}`);
-    if (s.elements.length) out.push(`add element ${T} ${name} ${elementsOf(s)}`);
+  for (const [name, s] of next.sets) out.push(...setCommands(name, prev.sets.get(name), s));
+  for (const name of next.chains.keys()) {
+    if (!prev.chains.has(name)) out.push(`add chain ${T} ${name}`);
   }
   for (const [name, rules] of next.chains) {
     const old = prev.chains.get(name);
     if (old && sameList(old, rules)) continue;
-    if (!old) out.push(`add chain ${T} ${name}`);
-    else out.push(`flush chain ${T} ${name}`);
+    if (old) out.push(`flush chain ${T} ${name}`);
     for (const l of rules) out.push(`add rule ${T} ${name} ${l}`);
   }
   for (const m of DISPATCH_MAPS) {
@@ -255,12 +342,13 @@ export function diffScript(prev: Ruleset, next: Ruleset): string {
     for (const [ip, chain] of next.dispatch[m]) {
       if (prev.dispatch[m].get(ip) !== chain) added.set(ip, chain);
     }
-    if (gone.size) out.push(`delete element ${T} ${m} { ${[...gone.keys()].join(", ")} }`);
+    if (gone.size) out.push(`delete element ${T} ${m} ${braced([...gone.keys()])}`);
     if (added.size) out.push(`add element ${T} ${m} ${verdicts(added)}`);
   }
-  for (const name of prev.chains.keys()) {
-    if (!next.chains.has(name)) out.push(`flush chain ${T} ${name}`, `delete chain ${T} ${name}`);
-  }
+  // Every chain that goes is emptied before any is deleted: one may jump to another.
+  const goneChains = [...prev.chains.keys()].filter((name) => !next.chains.has(name));
+  for (const name of goneChains) out.push(`flush chain ${T} ${name}`);
+  for (const name of goneChains) out.push(`delete chain ${T} ${name}`);
   for (const name of prev.sets.keys()) {
     if (!next.sets.has(name)) out.push(`delete set ${T} ${name}`);
   }
