@@ -26,6 +26,12 @@
       "libraries": ["-ldl", "-lpthread"]
     },
     {
+      "target_name": "cni_driver_conntrack",
+      "sources": ["native/conntrack/conntrack.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
       "target_name": "cni_driver_memory",
       "sources": ["native/memory/memory.c"],
       "defines": ["NAPI_VERSION=8"],

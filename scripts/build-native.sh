@@ -6,9 +6,10 @@
 # (native/flock, the in-process host-local's lock and lease-directory watch),
 # build/Release/cni_driver_memory.node (native/memory, malloc_trim when idle) and
 # build/Release/cni_driver_nftables.node (native/nftables, nftables transactions
-# through libnftables in-process). Without them the driver falls back to iproute2
-# execs, Node's spawn, the host-local binary and nft execs (it logs which), and
-# keeps what glibc keeps.
+# through libnftables in-process) and build/Release/cni_driver_conntrack.node
+# (native/conntrack, the connection tracking table through ctnetlink). Without
+# them the driver falls back to iproute2 execs, Node's spawn, the host-local
+# binary, nft and conntrack execs (it logs which), and keeps what glibc keeps.
 #
 # Headers: npm's `nodedir` when set, else the ones installed beside this node
 # (/usr/include/node for Debian's nodejs), so nothing is downloaded.

@@ -59,10 +59,11 @@ fi
 
 # The native addons: in-process netlink (pod plumbing without a spawn per pod),
 # posix_spawn for plugin execs (no fork of the driver per exec) and flock (the
-# in-process host-local's lock), memory and nftables (libnftables in-process).
-# Without them the driver falls back to iproute2, Node's spawn, the host-local
-# binary and nft execs and says so; CI must have them.
-addons="build/Release/cni_driver_netlink.node build/Release/cni_driver_spawn.node build/Release/cni_driver_flock.node build/Release/cni_driver_memory.node build/Release/cni_driver_nftables.node"
+# in-process host-local's lock), memory, nftables (libnftables in-process) and
+# conntrack (ctnetlink in-process). Without them the driver falls back to
+# iproute2, Node's spawn, the host-local binary, nft and conntrack execs and says
+# so; CI must have them.
+addons="build/Release/cni_driver_netlink.node build/Release/cni_driver_spawn.node build/Release/cni_driver_flock.node build/Release/cni_driver_memory.node build/Release/cni_driver_nftables.node build/Release/cni_driver_conntrack.node"
 stale=""
 for addon in $addons; do
   if [ ! -f "$addon" ] || [ -n "$(find native binding.gyp -newer "$addon" 2>/dev/null | head -1)" ]; then

@@ -37,19 +37,11 @@
 #include <node_api.h>
 
 #include "../common/errno-error.h"
+#include "../common/netlink-socket.h"
 #include "../common/pin-library.h"
-
-#ifndef NETLINK_CAP_ACK
-#define NETLINK_CAP_ACK 10
-#endif
-#ifndef NETLINK_EXT_ACK
-#define NETLINK_EXT_ACK 11
-#endif
 
 /* Large enough for any datagram the kernel builds for a dump (it caps them at 32 KiB). */
 #define RECV_BUFFER_SIZE (64 * 1024)
-/* The kernel answers within sendmsg for a doit request; this only bounds a broken exchange. */
-#define RECV_TIMEOUT_SECONDS 30
 #define NS_PATH_MAX 4096
 
 /* Throws an Error with `code` and `errno`; returns NULL for the caller to return. */
@@ -75,25 +67,6 @@ static int get_fd(napi_env env, napi_value value, int *fd) {
   return 0;
 }
 
-static int new_socket(void) {
-  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-  if (fd < 0) return -1;
-  struct sockaddr_nl local = {.nl_family = AF_NETLINK};
-  if (bind(fd, (struct sockaddr *)&local, sizeof local) < 0) {
-    int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
-  }
-  /* Best effort: extended acks carry the kernel's reason; capped acks do not echo the request. */
-  int one = 1;
-  setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
-  setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
-  struct timeval tv = {.tv_sec = RECV_TIMEOUT_SECONDS};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
 static napi_value js_open(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -101,7 +74,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   napi_valuetype t = napi_undefined;
   if (argc >= 1) napi_typeof(env, argv[0], &t);
   if (t == napi_null || t == napi_undefined) {
-    int fd = new_socket();
+    int fd = open_netlink_socket(NETLINK_ROUTE);
     if (fd < 0) return throw_errno(env, errno, "netlink socket", NULL);
     napi_value out;
     napi_create_int32(env, fd, &out);
@@ -127,7 +100,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     close(home);
     return throw_errno(env, err, "setns", path);
   }
-  int fd = new_socket();
+  int fd = open_netlink_socket(NETLINK_ROUTE);
   int socket_err = fd < 0 ? errno : 0;
   if (setns(home, CLONE_NEWNET) < 0) {
     /* The thread is stranded in another netns: nothing it does afterwards can be trusted. */

@@ -1,11 +1,17 @@
 /**
- * The kernel's connection tracking table, through conntrack-tools' `conntrack`
- * (Debian package conntrack): list the tracked flows, delete one by its
- * original tuple. A deleted TCP flow's next packet is tracked anew (as NEW,
- * the kernel's nf_conntrack_tcp_loose default), so it meets the filter rules
- * again instead of passing as established.
+ * The kernel's connection tracking table: list the tracked flows, delete the
+ * flows of a group by their original tuples. A deleted TCP flow's next packet
+ * is tracked anew (as NEW, the kernel's nf_conntrack_tcp_loose default), so it
+ * meets the filter rules again instead of passing as established.
+ *
+ * Through ctnetlink in-process (native/conntrack, on the libuv thread pool:
+ * no fork of the driver, no text to parse) when the addon is built, else
+ * through conntrack-tools' `conntrack` (Debian package conntrack). Both read
+ * the table of the calling thread's network namespace.
  */
 import { existsSync } from "node:fs";
+import { loadNativeAddon } from "../common/native-addon.js";
+import { formatIp, parseIp } from "../net/ip.js";
 import { run } from "./run.js";
 
 export const CONNTRACK_BIN =
@@ -32,10 +38,47 @@ export interface Flow {
 }
 
 export class ConntrackError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** The errno name of a failed ctnetlink exchange ("EPERM"). */
+    readonly code?: string,
+  ) {
     super(message);
     this.name = "ConntrackError";
   }
+}
+
+interface ConntrackAddon {
+  /** Every TCP, UDP and SCTP entry, packed: see decodeFlows. */
+  list(): Promise<Buffer>;
+  /** Deletes the entries of a group by their original tuples; answers how many went. */
+  remove(protocol: number, src: Buffer, dst: Buffer, dport: number): Promise<number>;
+}
+
+/**
+ * ctnetlink in-process (native/conntrack), when it loads: looked up once;
+ * without it, or with CNI_DRIVER_CONNTRACK_BIN set, conntrack is exec'd.
+ */
+let inProcess: ConntrackAddon | null | undefined;
+
+function conntrackAddon(): ConntrackAddon | null {
+  if (inProcess !== undefined) return inProcess;
+  const got = loadNativeAddon<ConntrackAddon>({
+    file: "build/Release/cni_driver_conntrack.node",
+    envVar: "CNI_DRIVER_CONNTRACK_ADDON",
+  });
+  inProcess = "addon" in got && !process.env.CNI_DRIVER_CONNTRACK_BIN ? got.addon : null;
+  return inProcess;
+}
+
+/** How the table is read and written: "ctnetlink" in-process, or "conntrack" exec'd. */
+export function conntrackBackendName(): "ctnetlink" | "conntrack" {
+  return conntrackAddon() ? "ctnetlink" : "conntrack";
+}
+
+function addonError(action: string, err: unknown): ConntrackError {
+  const e = err as NodeJS.ErrnoException;
+  return new ConntrackError(`ctnetlink ${action}: ${e.message ?? String(err)}`, e.code);
 }
 
 async function conntrack(
@@ -87,8 +130,124 @@ export function parseFlows(text: string): Flow[] {
   return flows;
 }
 
+/** Bytes per flow in the addon's list (native/conntrack/conntrack.c says the layout). */
+export const FLOW_RECORD_SIZE = 76;
+
+const PROTOCOL_NAMES = new Map<number, FlowProtocol>([
+  [6, "tcp"],
+  [17, "udp"],
+  [132, "sctp"],
+]);
+const PROTOCOL_NUMBERS: Record<FlowProtocol, number> = { tcp: 6, udp: 17, sctp: 132 };
+
+/** The kernel's state numbers (enum tcp_conntrack, enum sctp_conntrack) as conntrack prints them. */
+const STATE_NAMES: Record<FlowProtocol, readonly string[]> = {
+  tcp: [
+    "NONE",
+    "SYN_SENT",
+    "SYN_RECV",
+    "ESTABLISHED",
+    "FIN_WAIT",
+    "CLOSE_WAIT",
+    "LAST_ACK",
+    "TIME_WAIT",
+    "CLOSE",
+    "SYN_SENT2",
+  ],
+  sctp: [
+    "NONE",
+    "CLOSED",
+    "COOKIE_WAIT",
+    "COOKIE_ECHOED",
+    "ESTABLISHED",
+    "SHUTDOWN_SENT",
+    "SHUTDOWN_RECD",
+    "SHUTDOWN_ACK_SENT",
+    "HEARTBEAT_SENT",
+    "HEARTBEAT_ACKED",
+  ],
+  udp: [],
+};
+
+const AF_INET = 2;
+
+/**
+ * The addon's packed list, FLOW_RECORD_SIZE bytes a flow: family, protocol
+ * and state bytes, four big-endian ports (original source and destination,
+ * reply source and destination) from byte 4, four 16-byte addresses from
+ * byte 12 in the same order (IPv4 in the first 4). The table repeats the
+ * same few addresses, so each is formatted once.
+ */
+export function decodeFlows(buf: Buffer): Flow[] {
+  const flows: Flow[] = [];
+  const v4 = new Map<number, string>();
+  const v6 = new Map<number, { w: [number, number, number, number]; text: string }>();
+  const addr = (family: number, at: number): string => {
+    if (family === AF_INET) {
+      const key = buf.readUInt32BE(at);
+      let text = v4.get(key);
+      if (text === undefined) {
+        text = `${buf[at]}.${buf[at + 1]}.${buf[at + 2]}.${buf[at + 3]}`;
+        v4.set(key, text);
+      }
+      return text;
+    }
+    // Keyed by a hash of the four words, checked against them: no key string to build.
+    const w: [number, number, number, number] = [
+      buf.readUInt32BE(at),
+      buf.readUInt32BE(at + 4),
+      buf.readUInt32BE(at + 8),
+      buf.readUInt32BE(at + 12),
+    ];
+    const key =
+      (w[0] ^
+        Math.imul(w[1], 0x9e3779b1) ^
+        Math.imul(w[2], 0x85ebca6b) ^
+        Math.imul(w[3], 0xc2b2ae35)) >>>
+      0;
+    const hit = v6.get(key);
+    if (hit && hit.w[0] === w[0] && hit.w[1] === w[1] && hit.w[2] === w[2] && hit.w[3] === w[3])
+      return hit.text;
+    const text = formatIp(buf.subarray(at, at + 16));
+    if (!hit) v6.set(key, { w, text });
+    return text;
+  };
+  for (let at = 0; at + FLOW_RECORD_SIZE <= buf.length; at += FLOW_RECORD_SIZE) {
+    const family = buf[at] as number;
+    const protocol = PROTOCOL_NAMES.get(buf[at + 1] as number);
+    if (!protocol) continue;
+    const state = STATE_NAMES[protocol][buf[at + 2] as number];
+    const flow: Flow = {
+      protocol,
+      original: {
+        src: addr(family, at + 12),
+        dst: addr(family, at + 28),
+        sport: buf.readUInt16BE(at + 4),
+        dport: buf.readUInt16BE(at + 6),
+      },
+      reply: {
+        src: addr(family, at + 44),
+        dst: addr(family, at + 60),
+        sport: buf.readUInt16BE(at + 8),
+        dport: buf.readUInt16BE(at + 10),
+      },
+    };
+    if (state !== undefined) flow.state = state;
+    flows.push(flow);
+  }
+  return flows;
+}
+
 /** Every tracked TCP, UDP and SCTP flow of both families. */
 export async function listFlows(): Promise<Flow[]> {
+  const addon = conntrackAddon();
+  if (addon) {
+    try {
+      return decodeFlows(await addon.list());
+    } catch (err) {
+      throw addonError("list", err);
+    }
+  }
   const out: Flow[] = [];
   for (const family of ["ipv4", "ipv6"]) {
     const r = await conntrack(["-L", "-f", family]);
@@ -104,7 +263,7 @@ export function flowIsLive(flow: Flow): boolean {
   return !/^(TIME_WAIT|CLOSE|CLOSE_WAIT|LAST_ACK|FIN_WAIT|CLOSED|SHUTDOWN_\w+)$/.test(flow.state);
 }
 
-/** Every flow between two addresses to one destination port: one command for all source ports. */
+/** Every flow between two addresses to one destination port, whatever its source port. */
 export interface FlowGroup {
   protocol: FlowProtocol;
   src: string;
@@ -114,6 +273,24 @@ export interface FlowGroup {
 
 /** Deletes the flows of a group, whatever their source port; flows already gone are fine. */
 export async function deleteFlows(g: FlowGroup): Promise<void> {
+  const addon = conntrackAddon();
+  if (addon) {
+    const src = parseIp(g.src);
+    const dst = parseIp(g.dst);
+    if (!src || !dst || src.family !== dst.family)
+      throw new ConntrackError(`ctnetlink delete: ${g.src} and ${g.dst} are not of one IP family`);
+    try {
+      await addon.remove(
+        PROTOCOL_NUMBERS[g.protocol],
+        Buffer.from(src.bytes),
+        Buffer.from(dst.bytes),
+        g.dport,
+      );
+    } catch (err) {
+      throw addonError("delete", err);
+    }
+    return;
+  }
   const r = await conntrack([
     "-D",
     "-f",

@@ -1,6 +1,6 @@
 /**
  * The project's native parts, as `scripts/setup.sh` and `npm run build:shim` build
- * them on this machine: the five addons in build/Release load and answer (the
+ * them on this machine: the six addons in build/Release load and answer (the
  * driver would otherwise fall back to iproute2, Node's spawn and the host-local
  * binary), and the shim binary answers CNI VERSION. scripts/fresh-machine-check.sh
  * runs this file in a bare Debian root, where nothing was built before.
@@ -163,6 +163,30 @@ describe("native parts: the addons and the shim binary (integration)", function 
       // The failed transaction left nothing: not even its first, valid, element.
       expect(out.after).not.to.include("10.0.0.2");
       expect(out.after).to.equal(out.first);
+    });
+
+    it("cni_driver_conntrack loads, dumps the connection tracking table and deletes from it", () => {
+      loaded<{ list(): Promise<Buffer> }>("cni_driver_conntrack");
+      // In a network namespace of its own (unshare): an empty table, the host's never touched.
+      const script = `
+        const addon = require(${JSON.stringify(join(REPO_ROOT, "build/Release/cni_driver_conntrack.node"))});
+        (async () => {
+          const listed = (await addon.list()).length;
+          const removed = await addon.remove(6, Buffer.from([10, 0, 0, 1]), Buffer.from([10, 0, 0, 2]), 80);
+          let error = "";
+          try { addon.remove(1, Buffer.alloc(4), Buffer.alloc(4), 0); } catch (e) { error = e.name; }
+          console.log(JSON.stringify({ listed, removed, error }));
+        })();
+      `;
+      const r = spawnSync("unshare", ["--net", process.execPath, "-e", script], {
+        encoding: "utf8",
+      });
+      expect(r.status, r.stderr).to.equal(0);
+      expect(JSON.parse(r.stdout.trim())).to.deep.equal({
+        listed: 0,
+        removed: 0,
+        error: "TypeError",
+      });
     });
   });
 

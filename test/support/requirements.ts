@@ -5,6 +5,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { findNativeAddon } from "../../src/common/native-addon.js";
 
 function missing(ctx: Mocha.Context, what: string): void {
   const msg = `requirement missing: ${what}`;
@@ -34,4 +35,11 @@ export function requireReferencePlugins(ctx: Mocha.Context, ...plugins: string[]
       missing(ctx, `${REFERENCE_PLUGIN_DIR}/${p} (Debian package containernetworking-plugins)`);
     }
   }
+}
+
+/** A native addon of binding.gyp, built into build/Release (scripts/setup.sh builds them). */
+export function requireNativeAddon(ctx: Mocha.Context, name: string): void {
+  const file = `build/Release/${name}.node`;
+  if (!findNativeAddon({ file, envVar: "CNI_DRIVER_TEST_NO_OVERRIDE" }))
+    missing(ctx, `${file} (scripts/build-native.sh)`);
 }
