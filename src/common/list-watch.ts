@@ -12,8 +12,14 @@
  *   that ends at once with nothing in it) restarts with backoff (backoff.ts);
  *   a failure long after the previous one starts the backoff anew.
  * - Bounded: a list and watch that has not got going in `startTimeoutMs` is
- *   given up and restarted; a healthy watch is renewed after 5–10 min, so a
- *   connection that died without a FIN or RST is noticed.
+ *   given up and restarted (a paged list: no page in that time); a healthy
+ *   watch is renewed after 5–10 min, so a connection that died without a FIN
+ *   or RST is noticed.
+ * - Paged (`pageSize`), as client-go's pager: one list is many answers of at
+ *   most that many objects, each transformed as it arrives, so a large
+ *   collection never has to be whole in memory as the server sent it. A 410 on
+ *   a continue token (the list began before a compaction) lists afresh from
+ *   the first page.
  *
  * It speaks through two injected calls (a list, and a watch of client-node's
  * Watch.watch shape), so this module loads nothing of @kubernetes/client-node.
@@ -27,7 +33,14 @@ export interface WatchedObject {
 
 export interface ListAnswer<T> {
   items: T[];
-  metadata?: { resourceVersion?: string };
+  /** `continue`: a paged list has more; ask with it for the next page. */
+  metadata?: { resourceVersion?: string; continue?: string };
+}
+
+/** One page of a paged list: at most `limit` objects, after where `continue` stopped. */
+export interface ListPage {
+  limit: number;
+  continue?: string;
 }
 
 /** client-node's Watch.watch: resolves once the server answered; `done` once it ends. */
@@ -53,7 +66,10 @@ export interface ListWatchHandlers<T> {
 export interface ListWatchOptions<T> {
   /** The watch path, e.g. /api/v1/nodes. */
   path: string;
-  list: () => Promise<ListAnswer<T>>;
+  /** The list; with `pageSize`, one page of it (the first when `continue` is unset). */
+  list: (page?: ListPage) => Promise<ListAnswer<T>>;
+  /** List in pages of this many objects (client-go's pager asks for 500); default: one answer. */
+  pageSize?: number;
   watch: WatchCall;
   fieldSelector?: string;
   labelSelector?: string;
@@ -75,6 +91,9 @@ export interface ListWatchOptions<T> {
 /** A watch that ends cleanly this soon with no event in it is a failure, not a renewal. */
 const SHORT_WATCH_MS = 1000;
 
+/** A paged list whose continue token expires this many times in a row fails (then backs off). */
+const MAX_EXPIRED_LISTS = 3;
+
 /** Thrown for an ERROR event whose Status is not a 410. */
 export class WatchStatusError extends Error {
   constructor(
@@ -91,8 +110,8 @@ function keyOf(obj: WatchedObject): string {
 }
 
 function isGone(err: unknown): boolean {
-  const e = err as { statusCode?: unknown; code?: unknown } | null;
-  return e?.statusCode === 410 || e?.code === 410;
+  const e = err as { statusCode?: unknown; code?: unknown; status?: unknown } | null;
+  return e?.statusCode === 410 || e?.code === 410 || e?.status === 410;
 }
 
 export class ListWatch<T extends WatchedObject> {
@@ -161,24 +180,71 @@ export class ListWatch<T extends WatchedObject> {
   private async connect(): Promise<void> {
     if (!this.running) return;
     const round = ++this.round;
-    const timeoutMs = this.o.startTimeoutMs ?? 30_000;
-    this.startTimer = setTimeout(
-      () => this.fail(round, new Error(`no answer from the API server in ${timeoutMs / 1000} s`)),
-      timeoutMs,
-    );
-    this.startTimer.unref();
+    this.armStartTimer(round);
     try {
       if (this.resourceVersion === "") {
-        const answer = await this.o.list();
-        if (round !== this.round) return;
-        this.replace(answer.items);
-        this.resourceVersion = answer.metadata?.resourceVersion ?? "";
+        const listed = await this.listAll(round);
+        if (!listed) return;
+        this.replace(listed.items);
+        this.resourceVersion = listed.resourceVersion;
         this.listedOnce = true;
         for (const w of this.syncWaiters.splice(0)) w();
       }
       await this.openWatch(round);
     } catch (err) {
       this.fail(round, err);
+    }
+  }
+
+  /** (Re)starts the bound on getting going: `startTimeoutMs` from now. */
+  private armStartTimer(round: number): void {
+    clearTimeout(this.startTimer);
+    const timeoutMs = this.o.startTimeoutMs ?? 30_000;
+    this.startTimer = setTimeout(
+      () => this.fail(round, new Error(`no answer from the API server in ${timeoutMs / 1000} s`)),
+      timeoutMs,
+    );
+    this.startTimer.unref();
+  }
+
+  /**
+   * The whole list, page by page with `pageSize`, each object transformed as
+   * it arrives; undefined when the round was ended meanwhile. The watch goes
+   * on from the first page's resourceVersion: every page of a list names the
+   * same one, and if a server answered later pages from a newer state, the
+   * watch from the older one replays what changed between them.
+   */
+  private async listAll(
+    round: number,
+  ): Promise<{ items: T[]; resourceVersion: string } | undefined> {
+    const limit = this.o.pageSize;
+    for (let expired = 0; ; ) {
+      const items: T[] = [];
+      let resourceVersion: string | undefined;
+      let token: string | undefined;
+      try {
+        do {
+          const answer = await this.o.list(
+            limit ? { limit, ...(token ? { continue: token } : {}) } : undefined,
+          );
+          if (round !== this.round) return undefined;
+          for (const item of answer.items) items.push(this.slim(item));
+          resourceVersion ??= answer.metadata?.resourceVersion;
+          token = limit ? answer.metadata?.continue || undefined : undefined;
+          if (token) this.armStartTimer(round);
+        } while (token);
+        return { items, resourceVersion: resourceVersion ?? "" };
+      } catch (err) {
+        if (round !== this.round) return undefined;
+        // A 410 on the first page is the server's own trouble: fail() handles it.
+        if (token === undefined || !isGone(err)) throw err;
+        if (++expired >= MAX_EXPIRED_LISTS)
+          throw new Error(`the paged list expired ${expired} times before its last page`, {
+            cause: err,
+          });
+        // The list began before a compaction: client-go's pager lists again, so do we.
+        this.armStartTimer(round);
+      }
     }
   }
 
@@ -236,7 +302,7 @@ export class ListWatch<T extends WatchedObject> {
         obj?.code,
       );
     }
-    if (type === "ADDED" || type === "MODIFIED") this.upsert(obj);
+    if (type === "ADDED" || type === "MODIFIED") this.upsert(this.slim(obj));
     else if (type === "DELETED") this.remove(obj);
     const rv = obj?.metadata?.resourceVersion;
     if (rv) this.resourceVersion = rv;
@@ -252,7 +318,7 @@ export class ListWatch<T extends WatchedObject> {
     this.handlers.synced?.();
   }
 
-  /** The cache becomes the list: what is gone is deleted, what is new added, what changed updated. */
+  /** The cache becomes the list (transformed): what is gone is deleted, what is new added, what changed updated. */
   private replace(items: T[]): void {
     const listed = new Set(items.map(keyOf));
     for (const [key, old] of [...this.cache]) {
@@ -263,8 +329,12 @@ export class ListWatch<T extends WatchedObject> {
     for (const obj of items) this.upsert(obj);
   }
 
-  private upsert(received: T): void {
-    const obj = this.o.transform ? this.o.transform(received) : received;
+  /** What is kept of an object as received. */
+  private slim(received: T): T {
+    return this.o.transform ? this.o.transform(received) : received;
+  }
+
+  private upsert(obj: T): void {
     const key = keyOf(obj);
     const old = this.cache.get(key);
     const rv = obj.metadata?.resourceVersion;

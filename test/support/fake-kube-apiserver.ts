@@ -8,7 +8,8 @@
  *   discovery.k8s.io/v1 endpointslices; coordination.k8s.io/v1 leases;
  *   networking.k8s.io/v1 networkpolicies.
  *   Namespaced, cluster-scoped and all-namespaces paths.
- * - list (label and field selectors, limit/continue, list resourceVersion), watch
+ * - list (label and field selectors, limit/continue with 410 Expired for a
+ *   continue token older than the compacted history, list resourceVersion), watch
  *   (JSON lines from a resourceVersion, 410 Expired once history is compacted,
  *   bookmarks, the cacher's ADDED/DELETED when an object enters or leaves a
  *   selector), get, create, update, delete (with preconditions), the status
@@ -114,6 +115,8 @@ export interface FaultSpec {
   path: string | RegExp;
   /** Only watch requests (true) or only non-watch requests (false); both when omitted. */
   watch?: boolean;
+  /** Only requests whose query carries this parameter (e.g. "continue": a list's later pages). */
+  withParam?: string;
   /** The status to answer, with a Status body of the matching reason. */
   status: number;
   /** How many matching requests get the fault (default 1; Infinity for all). */
@@ -369,6 +372,15 @@ function failure(
   };
   if (details) status.details = details;
   return status;
+}
+
+/** kube-apiserver's answer to a continue token whose revision etcd compacted. */
+function expiredContinue(): KubeStatus {
+  return failure(
+    410,
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+    "Expired",
+  );
 }
 
 function objectDetails(def: ResourceDef, name: string): KubeStatus["details"] {
@@ -674,6 +686,8 @@ export class FakeKubeApiServer {
   private readonly history = new Map<FakeResource, HistoryEntry[]>();
   /** Per resource: the highest revision whose events are gone; older watches get 410. */
   private readonly compactedThrough = new Map<FakeResource, number>();
+  /** Per resource: its objects in etcd key order, until the next write (a paged list reads it once a page). */
+  private readonly inKeyOrder = new Map<FakeResource, KubeObject[]>();
   private readonly watchers = new Set<Watcher>();
   private readonly faults: ActiveFault[] = [];
   private readonly log: RequestRecord[] = [];
@@ -806,7 +820,10 @@ export class FakeKubeApiServer {
       .map((o) => structuredClone(o));
   }
 
-  /** Forgets all watch history, as an etcd compaction does: a watch from any older revision gets 410. */
+  /**
+   * Forgets all watch history, as an etcd compaction does: a watch from any
+   * older revision gets 410, and so does the continue token of a list begun before.
+   */
   compact(): void {
     for (const def of RESOURCES) {
       this.history.set(def.storage, []);
@@ -875,10 +892,15 @@ export class FakeKubeApiServer {
     return `${namespace ?? ""}/${name}`;
   }
 
-  private sorted(resource: FakeResource): KubeObject[] {
-    return [...this.objects.get(resource)!.entries()]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([, o]) => o);
+  private sorted(resource: FakeResource): readonly KubeObject[] {
+    let sorted = this.inKeyOrder.get(resource);
+    if (!sorted) {
+      sorted = [...this.objects.get(resource)!.entries()]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([, o]) => o);
+      this.inKeyOrder.set(resource, sorted);
+    }
+    return sorted;
   }
 
   private commitCreate(def: ResourceDef, obj: KubeObject): KubeObject {
@@ -927,6 +949,7 @@ export class FakeKubeApiServer {
   }
 
   private record(storage: FakeResource, entry: HistoryEntry): void {
+    this.inKeyOrder.delete(storage);
     const log = this.history.get(storage)!;
     log.push(entry);
     while (log.length > this.historyLimit) {
@@ -1030,7 +1053,7 @@ export class FakeKubeApiServer {
       return this.send(req, res, 401, failure(401, "Unauthorized", "Unauthorized"));
     }
 
-    const fault = this.takeFault(method, path, watch);
+    const fault = this.takeFault(method, path, watch, query);
     if (fault) {
       const status = this.faultStatus(fault, path);
       const headers: Record<string, string> =
@@ -1054,12 +1077,18 @@ export class FakeKubeApiServer {
     }
   }
 
-  private takeFault(method: string, path: string, watch: boolean): ActiveFault | undefined {
+  private takeFault(
+    method: string,
+    path: string,
+    watch: boolean,
+    query: URLSearchParams,
+  ): ActiveFault | undefined {
     const idx = this.faults.findIndex(
       (f) =>
         f.remaining > 0 &&
         (f.method === undefined || f.method.toUpperCase() === method) &&
         (f.watch === undefined || f.watch === watch) &&
+        (f.withParam === undefined || query.has(f.withParam)) &&
         (typeof f.path === "string"
           ? new RegExp(
               `^${f.path
@@ -1215,15 +1244,22 @@ export class FakeKubeApiServer {
     const token = query.get("continue");
     if (token) {
       let start: string;
+      let rv: number;
       try {
-        start = (JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as { start: string })
-          .start;
-        if (typeof start !== "string") throw new Error();
+        ({ start, rv } = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as {
+          start: string;
+          rv: number;
+        });
+        if (typeof start !== "string" || typeof rv !== "number") throw new Error();
       } catch {
         throw badRequest(
           "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
         );
       }
+      // The revision the list began at is compacted away: its continuation cannot be consistent.
+      if (rv < this.compactedThrough.get(def.storage)!) throw new StatusError(expiredContinue());
+      // Every page of a list names the revision the list began at.
+      metadata.resourceVersion = String(rv);
       items = items.filter((o) => this.keyOf(o.metadata?.namespace, o.metadata!.name!) > start);
     }
     const limit = Number(query.get("limit") ?? "0");

@@ -4,11 +4,12 @@
  * resourceVersion, a relist after 410 (as an ERROR event and as an HTTP
  * status) that reports what changed meanwhile, restarts with backoff after
  * errors that resume from the last resourceVersion, a list that never answers
- * given up and retried, and stop().
+ * given up and retried, stop(), lists in pages (a 410 on a continue token
+ * lists afresh).
  */
 import { CoreV1Api, KubeConfig, type V1Node, Watch } from "@kubernetes/client-node";
 import { expect } from "chai";
-import { ListWatch } from "../../src/common/list-watch.js";
+import { type ListPage, ListWatch, type ListWatchOptions } from "../../src/common/list-watch.js";
 import {
   type FakeKubeApiServer,
   type FakeKubeApiServerOptions,
@@ -35,24 +36,30 @@ describe("list-watch (src/common) against the fake API server", () => {
   }
 
   /** A list-watch on Nodes logging each event as "add x", "update x", "delete x". */
+  /** The nodes, one page of them with `page` (client-node spells `continue` with an underscore). */
+  async function listNodes(page?: ListPage) {
+    const list = await kc
+      .makeApiClient(CoreV1Api)
+      .listNode(page ? { limit: page.limit, _continue: page.continue } : {});
+    const { resourceVersion, _continue } = list.metadata ?? {};
+    return { items: list.items, metadata: { resourceVersion, continue: _continue } };
+  }
+
   function follow(
-    tuning: {
-      list?: () => Promise<{ items: V1Node[] }>;
-      startTimeoutMs?: number;
-      transform?: (n: V1Node) => V1Node;
+    tuning: Pick<ListWatchOptions<V1Node>, "startTimeoutMs" | "transform" | "pageSize"> & {
+      list?: (page?: ListPage) => Promise<{ items: V1Node[] }>;
     } = {},
   ) {
     const log: string[] = [];
-    const errors: { status: unknown; retryInMs: number }[] = [];
+    const errors: { status: unknown; retryInMs: number; message: string }[] = [];
     let syncs = 0;
-    const core = kc.makeApiClient(CoreV1Api);
     const short = (n: V1Node) => (n.metadata?.name ?? "").slice(PREFIX.length + 1);
+    const { list, ...options } = tuning;
     const lw = new ListWatch<V1Node>({
       path: "/api/v1/nodes",
-      list: tuning.list ?? (() => core.listNode()),
+      list: list ?? listNodes,
       watch: new Watch(kc),
-      ...(tuning.startTimeoutMs !== undefined ? { startTimeoutMs: tuning.startTimeoutMs } : {}),
-      ...(tuning.transform ? { transform: tuning.transform } : {}),
+      ...options,
       backoff: { baseMs: 20, maxMs: 1000 },
       random: () => 0.5, // no jitter: the delays are the policy's own
       handlers: {
@@ -61,7 +68,11 @@ describe("list-watch (src/common) against the fake API server", () => {
         delete: (n) => log.push(`delete ${short(n)}`),
         synced: () => syncs++,
         error: (err, retryInMs) =>
-          errors.push({ status: (err as { statusCode?: number }).statusCode, retryInMs }),
+          errors.push({
+            status: (err as { statusCode?: number }).statusCode,
+            retryInMs,
+            message: (err as Error).message,
+          }),
       },
     });
     running.push(lw);
@@ -157,7 +168,7 @@ describe("list-watch (src/common) against the fake API server", () => {
     server.endWatches();
     server.put("nodes", node("b")); // made while no watch is open
     await until(() => log.includes("add b"), "the event missed during the outage");
-    expect(errors).to.deep.equal([
+    expect(errors.map(({ status, retryInMs }) => ({ status, retryInMs }))).to.deep.equal([
       { status: 500, retryInMs: 20 },
       { status: 500, retryInMs: 40 },
     ]);
@@ -185,15 +196,16 @@ describe("list-watch (src/common) against the fake API server", () => {
   it("a list that never answers is given up after startTimeoutMs and retried", async () => {
     await serve();
     server.put("nodes", node("a"));
-    const core = kc.makeApiClient(CoreV1Api);
     let calls = 0;
     const { lw, log, errors } = follow({
       startTimeoutMs: 100,
-      list: () => (++calls === 1 ? new Promise<never>(() => {}) : core.listNode()),
+      list: () => (++calls === 1 ? new Promise<never>(() => {}) : listNodes()),
     });
     await lw.whenSynced();
     expect(calls).to.equal(2);
-    expect(errors).to.deep.equal([{ status: undefined, retryInMs: 20 }]);
+    expect(errors.map(({ status, retryInMs }) => ({ status, retryInMs }))).to.deep.equal([
+      { status: undefined, retryInMs: 20 },
+    ]);
     expect(log).to.deep.equal(["add a"]);
   });
 
@@ -210,5 +222,117 @@ describe("list-watch (src/common) against the fake API server", () => {
     expect(log).to.deep.equal([]);
     expect(watches()).to.have.length(1);
     expect(lw.synced).to.equal(false);
+  });
+  const listQueries = () =>
+    lists().map((r) => {
+      const q = new URLSearchParams(r.query);
+      return `${r.status} limit=${q.get("limit")}${q.has("continue") ? " continue" : ""}`;
+    });
+
+  it("lists in pages of pageSize, transforming each page as it arrives, then watches from the first page's resourceVersion", async () => {
+    await serve();
+    for (const n of ["a", "b", "c", "d", "e"]) server.put("nodes", node(n));
+    const listed = server.resourceVersion();
+    const transformed: string[] = [];
+    const { lw, log } = follow({
+      pageSize: 2,
+      transform: (n) => {
+        transformed.push(`${n.metadata?.name?.slice(-1)} in list ${lists().length}`);
+        return n;
+      },
+    });
+    await lw.whenSynced();
+    expect(listQueries()).to.deep.equal([
+      "200 limit=2",
+      "200 limit=2 continue",
+      "200 limit=2 continue",
+    ]);
+    expect(transformed, "each page before the next is asked for").to.deep.equal([
+      "a in list 1",
+      "b in list 1",
+      "c in list 2",
+      "d in list 2",
+      "e in list 3",
+    ]);
+    expect(log).to.deep.equal(["add a", "add b", "add c", "add d", "add e"]);
+    await until(() => watches().length === 1, "the watch");
+    expect(new URLSearchParams(watches()[0]!.query).get("resourceVersion")).to.equal(listed);
+    server.put("nodes", node("f"));
+    await until(() => log.includes("add f"), "a watched event");
+  });
+
+  it("a 410 on a continue token (the list began before a compaction) lists afresh from the first page", async () => {
+    await serve();
+    for (const n of ["a", "b", "c", "d", "e"]) server.put("nodes", node(n));
+    let pages = 0;
+    const { lw, log, errors } = follow({
+      pageSize: 2,
+      list: async (page) => {
+        const answer = await listNodes(page);
+        if (++pages === 1) {
+          // Between the first page and the second: a new node, then a compaction.
+          server.put("nodes", node("f"));
+          server.compact();
+        }
+        return answer;
+      },
+    });
+    await lw.whenSynced();
+    expect(listQueries()).to.deep.equal([
+      "200 limit=2",
+      "410 limit=2 continue",
+      "200 limit=2",
+      "200 limit=2 continue",
+      "200 limit=2 continue",
+    ]);
+    expect(errors, "an expired continue token is no failure").to.deep.equal([]);
+    expect(log, "the first attempt's page is not handed over").to.deep.equal([
+      "add a",
+      "add b",
+      "add c",
+      "add d",
+      "add e",
+      "add f",
+    ]);
+  });
+
+  it("a continue token that expires three times in a row fails the list; it is retried with backoff", async () => {
+    await serve();
+    for (const n of ["a", "b", "c"]) server.put("nodes", node(n));
+    let pages = 0;
+    const { lw, log, errors } = follow({
+      pageSize: 2,
+      list: async (page) => {
+        const answer = await listNodes(page);
+        if (!page?.continue && ++pages <= 3) {
+          server.put("nodes", node(`x${pages}`));
+          server.compact();
+        }
+        return answer;
+      },
+    });
+    await lw.whenSynced();
+    expect(errors).to.have.length(1);
+    expect(errors[0]!.message).to.match(/expired 3 times/);
+    expect(errors[0]!.retryInMs).to.equal(20);
+    expect(listQueries().filter((q) => q.startsWith("410"))).to.have.length(3);
+    expect(log).to.deep.equal(["add a", "add b", "add c", "add x1", "add x2", "add x3"]);
+  });
+
+  it("a paged list is not given up after startTimeoutMs while its pages keep coming", async () => {
+    await serve();
+    for (const n of ["a", "b", "c", "d"]) server.put("nodes", node(n));
+    const { lw, log, errors } = follow({
+      pageSize: 1,
+      startTimeoutMs: 150,
+      list: async (page) => {
+        await new Promise((r) => setTimeout(r, 60));
+        return listNodes(page);
+      },
+    });
+    await lw.whenSynced();
+    expect(lists()).to.have.length(4);
+    expect(errors).to.deep.equal([]);
+    expect(log).to.deep.equal(["add a", "add b", "add c", "add d"]);
   });
 });

@@ -15,12 +15,24 @@
  * the driver's forever. Watches are the common list-watch (src/common/list-watch.ts):
  * they resume or relist by themselves, restart with backoff after any error, and
  * are bounded in how long they take to get going and how long one lasts.
+ *
+ * The collections followed cluster-wide (watchEach: every pod, namespace and
+ * policy) are listed in pages of 500 and read as plain JSON, not through
+ * client-node's typed deserialization: a large cluster's list is never whole
+ * in memory, and each object is slimmed as its page arrives.
  */
+import http from "node:http";
+import https from "node:https";
 import type { ApiException, KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import type pino from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { callDeadline } from "../../common/kube-call-deadline.js";
-import { type ListAnswer, ListWatch, type ListWatchOptions } from "../../common/list-watch.js";
+import {
+  type ListAnswer,
+  type ListPage,
+  ListWatch,
+  type ListWatchOptions,
+} from "../../common/list-watch.js";
 
 type ClientModule = typeof import("@kubernetes/client-node");
 
@@ -202,6 +214,16 @@ export interface ConnectOptions {
 
 const DEFAULT_WATCH_BACKOFF: BackoffPolicy = { baseMs: 200, maxMs: 10_000 };
 
+/** Objects a page of the collections followed cluster-wide (client-go's pager asks for as many). */
+export const LIST_PAGE_SIZE = 500;
+
+/** The list path of each collection followed cluster-wide (its watch path too). */
+const FOLLOWED_PATHS: Record<FollowedCollection, string> = {
+  pods: "/api/v1/pods",
+  namespaces: "/api/v1/namespaces",
+  networkpolicies: "/apis/networking.k8s.io/v1/networkpolicies",
+};
+
 /**
  * Loads client-node and the credentials. Throws when the kubeconfig cannot be
  * loaded; makes no request (the first watch or call is the first contact).
@@ -221,7 +243,6 @@ export async function connectKubeApi(
 
 class ClientNodeApi implements KubeApi {
   private readonly core: InstanceType<ClientModule["CoreV1Api"]>;
-  private readonly networking: InstanceType<ClientModule["NetworkingV1Api"]>;
   private readonly watches = new Set<DriverWatch>();
   private readonly timeoutMs: number;
 
@@ -232,7 +253,6 @@ class ClientNodeApi implements KubeApi {
     private readonly opts: ConnectOptions,
   ) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
-    this.networking = kc.makeApiClient(k8s.NetworkingV1Api);
     this.timeoutMs = opts.requestTimeoutMs ?? 10_000;
   }
 
@@ -277,17 +297,14 @@ class ClientNodeApi implements KubeApi {
     handlers: ResourceEventHandlers,
     transform?: (obj: KubeObjectView) => KubeObjectView,
   ): ObjectWatch {
-    const lists: Record<FollowedCollection, [string, () => Promise<ListAnswer<KubernetesObject>>]> =
-      {
-        pods: ["/api/v1/pods", () => this.core.listPodForAllNamespaces({}, this.callOptions())],
-        namespaces: ["/api/v1/namespaces", () => this.core.listNamespace({}, this.callOptions())],
-        networkpolicies: [
-          "/apis/networking.k8s.io/v1/networkpolicies",
-          () => this.networking.listNetworkPolicyForAllNamespaces({}, this.callOptions()),
-        ],
-      };
-    const [path, list] = lists[resource];
-    const options = { ...this.listWatchOptions(path, undefined, list), transform };
+    const path = FOLLOWED_PATHS[resource];
+    const options: Omit<ListWatchOptions<KubeObjectView>, "handlers"> = {
+      ...this.listWatchOptions(path, undefined, (page) =>
+        listJson(this.kc, `${this.server}${path}`, page, this.timeoutMs),
+      ),
+      pageSize: LIST_PAGE_SIZE,
+      ...(transform ? { transform } : {}),
+    };
     return this.track(
       new DriverWatch(options, handlers, () => {}, undefined, {
         add: handlers.upsert,
@@ -314,7 +331,7 @@ class ClientNodeApi implements KubeApi {
   private listWatchOptions(
     path: string,
     fieldSelector: string | undefined,
-    list: () => Promise<ListAnswer<KubernetesObject>>,
+    list: (page?: ListPage) => Promise<ListAnswer<KubernetesObject | KubeObjectView>>,
   ): Omit<ListWatchOptions<KubeObjectView>, "handlers"> {
     return {
       path,
@@ -522,18 +539,76 @@ function followCollection(
   );
 }
 
+/**
+ * One list (a page of it with `page`) as plain JSON: a GET through the
+ * KubeConfig's credentials, TLS and proxy (client-node's applyToHTTPSOptions,
+ * as its own Watch uses), without client-node's typed deserialization, which
+ * builds a second copy of every object. Bounded by `timeoutMs`.
+ */
+async function listJson(
+  kc: KubeConfig,
+  url: string,
+  page: ListPage | undefined,
+  timeoutMs: number,
+): Promise<ListAnswer<KubeObjectView>> {
+  const target = new URL(url);
+  if (page) {
+    target.searchParams.set("limit", String(page.limit));
+    if (page.continue) target.searchParams.set("continue", page.continue);
+  }
+  const options: https.RequestOptions = { method: "GET", headers: { Accept: "application/json" } };
+  await kc.applyToHTTPSOptions(options);
+  const transport = target.protocol === "http:" ? http : https;
+  const { status, headers, body } = await new Promise<{
+    status: number;
+    headers: http.IncomingHttpHeaders;
+    body: string;
+  }>((resolve, reject) => {
+    const req = transport.request(
+      target,
+      { ...options, signal: AbortSignal.timeout(timeoutMs) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("error", reject);
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString("utf8"),
+          }),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+  if (status !== 200)
+    throw new KubeApiError(
+      `HTTP ${status}: ${statusMessage(body) ?? "no message"}`,
+      status,
+      retryAfterMs(headers["retry-after"]),
+    );
+  return JSON.parse(body) as ListAnswer<KubeObjectView>;
+}
+
 /** A client-node failure as a KubeApiError: the status, the server's message, Retry-After. */
 function toKubeApiError(err: unknown, k8s: ClientModule): KubeApiError {
   if (err instanceof k8s.ApiException) {
     const e = err as ApiException<unknown>;
-    const retryAfter = Number(e.headers?.["retry-after"]);
     return new KubeApiError(
       `HTTP ${e.code}: ${statusMessage(e.body) ?? "no message"}`,
       e.code,
-      Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : undefined,
+      retryAfterMs(e.headers?.["retry-after"]),
     );
   }
   return new KubeApiError(describeError(err));
+}
+
+/** A Retry-After header (seconds) in ms; undefined when absent or not a positive number. */
+function retryAfterMs(header: unknown): number | undefined {
+  const seconds = Number(header);
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined;
 }
 
 /** The `message` of a Status body (client-node hands it over as the raw string). */
