@@ -157,7 +157,10 @@ export class PolicyModel {
   private touchedBase = 0;
   private generations = 0;
   private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
-  private readonly targetCache = new Map<string, { stamp: string; targets: NamedTarget[] }>();
+  private readonly targetCache = new Map<
+    string,
+    { names: string; byNamespace: Map<string, { version: string; targets: NamedTarget[] }> }
+  >();
   private readonly selectedNamespaces = new WeakMap<
     LabelSelector,
     { version: number; names: string[]; set: Set<string> }
@@ -320,39 +323,46 @@ export class PolicyModel {
    * that has a container port of that name and protocol.
    */
   namedTargets(ruleId: string, names: readonly PortName[]): NamedTarget[] {
+    return this.namedTargetChunks(ruleId, names).flat();
+  }
+
+  /**
+   * `namedTargets` in chunks, one a namespace: as with `peerPodAddresses`, a
+   * chunk that is the same array as before has not changed, and only the
+   * namespaces whose pods (or labels) changed are read again.
+   */
+  namedTargetChunks(ruleId: string, names: readonly PortName[]): ReadonlyArray<NamedTarget[]> {
     const rule = this.rules.get(ruleId);
     if (!rule || names.length === 0) return [];
-    const wide = !rule.peers || rule.blocks.length > 0;
-    // Wide rules read every pod, and (with namespace peers beside an ipBlock) namespace labels too.
-    const read = wide
-      ? `${this.podsVersion}.${this.namespacesVersion}`
-      : `g${this.members(rule).generation}`;
-    const stamp = `${read}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`;
-    const cached = this.targetCache.get(ruleId);
-    if (cached?.stamp === stamp) return cached.targets;
-    const candidates = new Map<string, PolicyPod>();
-    if (!rule.peers) for (const [k, p] of this.pods) candidates.set(k, p);
-    else {
-      for (const p of memberPods(this.members(rule)))
-        candidates.set(podKey(p.namespace, p.name), p);
-      if (rule.blocks.length > 0) {
-        const blocks = addressRanges([], rule.blocks);
-        for (const [key, p] of this.pods) {
-          if (p.ips.some((ip) => rangesContain(blocks, ip))) candidates.set(key, p);
+    const key = names.map((n) => `${n.protocol}/${n.name}`).join(",");
+    let cache = this.targetCache.get(ruleId);
+    if (cache?.names !== key) {
+      cache = { names: key, byNamespace: new Map() };
+      this.targetCache.set(ruleId, cache);
+    }
+    const members = rule.podPeers ? this.members(rule).byNamespace : undefined;
+    const blocks = rule.blocks.length > 0 ? this.peerBlocks(ruleId) : undefined;
+    // Without peers every pod is one; with an ipBlock, any pod inside it.
+    const wide = !rule.peers || blocks !== undefined;
+    const namespaces = wide ? [...this.podsByNamespace.keys()] : [...(members?.keys() ?? [])];
+    const next = new Map<string, { version: string; targets: NamedTarget[] }>();
+    const out: NamedTarget[][] = [];
+    for (const ns of namespaces) {
+      const version = this.versionOf(ns);
+      let entry = cache.byNamespace.get(ns);
+      if (entry?.version !== version) {
+        const candidates = new Set<PolicyPod>(members?.get(ns)?.pods ?? []);
+        for (const p of this.podsByNamespace.get(ns)?.values() ?? []) {
+          if (!rule.peers || (blocks && p.ips.some((ip) => rangesContain(blocks, ip))))
+            candidates.add(p);
         }
+        entry = { version, targets: targetsOf(candidates, names) };
       }
+      next.set(ns, entry);
+      if (entry.targets.length > 0) out.push(entry.targets);
     }
-    const targets: NamedTarget[] = [];
-    for (const p of candidates.values()) {
-      if (p.hostNetwork) continue;
-      for (const n of names) {
-        const found = p.namedPorts.find((np) => np.name === n.name && np.protocol === n.protocol);
-        if (found)
-          for (const ip of p.ips) targets.push({ ip, protocol: n.protocol, port: found.port });
-      }
-    }
-    this.targetCache.set(ruleId, { stamp, targets });
-    return targets;
+    cache.byNamespace = next;
+    return out;
   }
 
   /**
@@ -531,6 +541,20 @@ export class PolicyModel {
     }
     return { ...base, ports, portNames, perPod };
   }
+}
+
+/** Where each pod's container port of each name and protocol is. */
+function targetsOf(pods: Iterable<PolicyPod>, names: readonly PortName[]): NamedTarget[] {
+  const targets: NamedTarget[] = [];
+  for (const p of pods) {
+    if (p.hostNetwork) continue;
+    for (const n of names) {
+      const found = p.namedPorts.find((np) => np.name === n.name && np.protocol === n.protocol);
+      if (found)
+        for (const ip of p.ips) targets.push({ ip, protocol: n.protocol, port: found.port });
+    }
+  }
+  return targets;
 }
 
 /** Every member pod of a rule, whatever its namespace. */

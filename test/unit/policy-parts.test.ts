@@ -1137,3 +1137,27 @@ describe("policy/model: peerPodAddresses, the chunks a peer set is diffed by", (
     }
   });
 });
+
+describe("policy/model: namedTargetChunks", () => {
+  it("a chunk per namespace with targets; a pod event in one replaces that one only", () => {
+    const { m } = smallModel();
+    m.upsertPolicy({
+      namespace: "x",
+      name: "p",
+      podSelector: {},
+      policyTypes: ["Egress"],
+      egress: [{ ports: [{ port: "serve-80-tcp" }] }],
+    });
+    const names = [{ protocol: "TCP" as const, name: "serve-80-tcp" }];
+    const before = m.namedTargetChunks("x/p/egress/0", names);
+    expect(before.map((c) => c.map((t) => `${t.ip}:${t.port}`))).to.deep.equal([
+      ["10.0.1.1:80", "10.0.1.2:80"],
+      ["10.0.2.2:8080"],
+    ]);
+    m.upsertPod(mkPod("y", "c", "10.0.2.3"));
+    const after = m.namedTargetChunks("x/p/egress/0", names);
+    expect(after[0]).to.equal(before[0]);
+    expect(after[1]).to.not.equal(before[1]);
+    expect(m.namedTargets("x/p/egress/0", names).map((t) => t.ip)).to.include("10.0.2.3");
+  });
+});

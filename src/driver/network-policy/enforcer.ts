@@ -28,6 +28,7 @@ import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
 import {
+  conntrackBackendName,
   deleteFlows,
   type Flow,
   type FlowGroup,
@@ -215,7 +216,11 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     }
     this.active = true;
     this.log.info(
-      { unknownPods: settings.unknownPods, nftables: nftBackendName() },
+      {
+        unknownPods: settings.unknownPods,
+        nftables: nftBackendName(),
+        conntrack: conntrackBackendName(),
+      },
       "enforcing NetworkPolicy on the kernel datapath",
     );
     this.follow(api);
@@ -533,7 +538,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       groups.set(`${g.protocol} ${g.src} ${g.dst} ${g.dport}`, g);
     }
     const list = [...groups.values()];
-    // A few at a time: each is one short conntrack exec.
+    // A few at a time: each is one filtered ctnetlink dump and a batch of deletes (or a conntrack exec).
     for (let i = 0; i < list.length; i += 4) {
       await Promise.all(
         list

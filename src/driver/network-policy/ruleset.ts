@@ -13,7 +13,11 @@
  *                     to each rule that applies to it, `drop` at the end
  *     chain r_<rule>  one per rule (per rule and resolved ports, for ingress
  *                     named ports), shared by every pod it applies to: a line
- *                     per (ports, peers) that accepts; ports checked first
+ *                     per port match that accepts (any peer) or jumps to the
+ *                     rule's peer chain; then a jump to its named targets' chain
+ *     chain k_<rule>  the rule's peer lookups: accept when the peer is in a set
+ *     chain n_<rule>  an egress rule's named ports: accept when the
+ *                     destination . protocol . port is in its t_ set
  *     set p_<rule>_4/6  a rule's pod peers' addresses (hash set, changed
  *                     element by element)
  *     set b_<rule>_4/6  a rule's ipBlocks, excepts cut out (interval set)
@@ -37,7 +41,14 @@
  */
 import { createHash } from "node:crypto";
 import { formatRange } from "../../policy/addresses.js";
-import type { NumericPort, PodPolicy, PodRule, PolicyModel, PortName } from "../../policy/model.js";
+import type {
+  NamedTarget,
+  NumericPort,
+  PodPolicy,
+  PodRule,
+  PolicyModel,
+  PortName,
+} from "../../policy/model.js";
 import type { Direction, Protocol } from "../../policy/types.js";
 
 export const POLICY_TABLE = "cni-driver-policy";
@@ -138,15 +149,28 @@ class RulesetBuilder {
     const name = `r_${hash(rule.perPod ? `${rule.id}|${ports.join(";")}` : rule.id)}`;
     if (this.out.chains.has(name)) return name;
     const field = direction === "ingress" ? "saddr" : "daddr";
-    const peers = rule.anyPeer ? [""] : this.peerFragments(rule.id, field);
-    const lines: string[] = [];
     // The port first: a packet for another port leaves the line before any set lookup.
-    for (const port of ports) {
-      for (const peer of peers) lines.push(`${[port, peer].filter(Boolean).join(" ")} accept`);
-    }
+    const then = rule.anyPeer ? "accept" : `jump ${this.peerChain(rule.id, field)}`;
+    const lines = ports.map((port) => `${port ? `${port} ` : ""}${then}`);
     if (direction === "egress" && rule.portNames.length > 0)
-      lines.push(...this.targetLines(rule.id, rule.portNames));
+      lines.push(`jump ${this.targetChain(rule.id, rule.portNames)}`);
     this.out.chains.set(name, lines);
+    return name;
+  }
+
+  /**
+   * The rule's peer lookups, in a chain of their own that its port lines
+   * jump to. nftables (1.0.6) reads back every element of a set that a rule
+   * being added names: kept apart, a port edit rewrites lines that name no
+   * set, and this chain changes only when the peers' kinds do.
+   */
+  private peerChain(ruleId: string, field: "saddr" | "daddr"): string {
+    const name = `k_${hash(ruleId)}`;
+    if (!this.out.chains.has(name))
+      this.out.chains.set(
+        name,
+        this.peerFragments(ruleId, field).map((f) => `${f} accept`),
+      );
     return name;
   }
 
@@ -179,21 +203,38 @@ class RulesetBuilder {
     return out;
   }
 
-  private targetLines(ruleId: string, names: readonly PortName[]): string[] {
-    const targets = this.model.namedTargets(ruleId, names);
-    const out: string[] = [];
+  /** An egress rule's named ports as resolved on its peers: a chain of its own, as peerChain. */
+  private targetChain(ruleId: string, names: readonly PortName[]): string {
+    const h = hash(`${ruleId}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`);
+    const name = `n_${h}`;
+    if (this.out.chains.has(name)) return name;
+    const chunks = this.model.namedTargetChunks(ruleId, names).map(targetElements);
+    const lines: string[] = [];
     for (const family of [4, 6] as const) {
-      const mine = targets.filter((t) => t.ip.includes(":") === (family === 6));
-      const name = `t_${hash(`${ruleId}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`)}_${family}`;
-      this.out.sets.set(name, {
+      const set = `t_${h}_${family}`;
+      this.out.sets.set(set, {
         type: `${family === 4 ? "ipv4_addr" : "ipv6_addr"} . inet_proto . inet_service`,
         interval: false,
-        chunks: [mine.map((t) => `${t.ip} . ${proto(t.protocol)} . ${t.port}`)],
+        chunks: chunks.map((c) => c[`v${family}`]).filter((c) => c.length > 0),
       });
-      out.push(`${family === 4 ? "ip" : "ip6"} daddr . meta l4proto . th dport @${name} accept`);
+      lines.push(`${family === 4 ? "ip" : "ip6"} daddr . meta l4proto . th dport @${set} accept`);
     }
-    return out;
+    this.out.chains.set(name, lines);
+    return name;
   }
+}
+
+/** A chunk of named targets as set elements by family, kept as long as the chunk is. */
+const formattedTargets = new WeakMap<readonly NamedTarget[], { v4: string[]; v6: string[] }>();
+function targetElements(chunk: readonly NamedTarget[]): { v4: string[]; v6: string[] } {
+  let out = formattedTargets.get(chunk);
+  if (!out) {
+    out = { v4: [], v6: [] };
+    for (const t of chunk)
+      out[t.ip.includes(":") ? "v6" : "v4"].push(`${t.ip} . ${proto(t.protocol)} . ${t.port}`);
+    formattedTargets.set(chunk, out);
+  }
+  return out;
 }
 
 export function buildRuleset(model: PolicyModel, pods: Iterable<LocalPodRules>): Ruleset {
