@@ -386,6 +386,31 @@ describe("fake kube-apiserver through @kubernetes/client-node", () => {
       expect(seen).to.deep.equal(["c1", "c2", "c3", "c4", "c5"]);
       expect(pages).to.equal(3);
     });
+
+    it("names the list's first revision on every page; a continue token from before a compaction gets 410 Expired", async () => {
+      for (const name of ["c1", "c2", "c3", "c4", "c5"])
+        server.put("configmaps", { metadata: { name, namespace: NS } });
+      const first = await core.listNamespacedConfigMap({ namespace: NS, limit: 2 });
+      server.put("configmaps", { metadata: { name: "c6", namespace: NS } });
+      const second = await core.listNamespacedConfigMap({
+        namespace: NS,
+        limit: 2,
+        _continue: first.metadata?._continue,
+      });
+      expect(second.metadata?.resourceVersion).to.equal(first.metadata?.resourceVersion);
+      expect(second.metadata?.remainingItemCount).to.equal(2);
+      server.compact();
+      const { code, status } = await apiError(
+        core.listNamespacedConfigMap({
+          namespace: NS,
+          limit: 2,
+          _continue: second.metadata?._continue,
+        }),
+      );
+      expect(code).to.equal(410);
+      expect(status.reason).to.equal("Expired");
+      expect(status.message).to.match(/continue parameter is too old/);
+    });
   });
 
   describe("update and delete", () => {

@@ -374,6 +374,18 @@ function failure(
   return status;
 }
 
+/** The index of the first of the sorted `keys` after `key`. */
+function firstAfter(keys: readonly string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (keys[mid]! <= key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** kube-apiserver's answer to a continue token whose revision etcd compacted. */
 function expiredContinue(): KubeStatus {
   return failure(
@@ -686,8 +698,8 @@ export class FakeKubeApiServer {
   private readonly history = new Map<FakeResource, HistoryEntry[]>();
   /** Per resource: the highest revision whose events are gone; older watches get 410. */
   private readonly compactedThrough = new Map<FakeResource, number>();
-  /** Per resource: its objects in etcd key order, until the next write (a paged list reads it once a page). */
-  private readonly inKeyOrder = new Map<FakeResource, KubeObject[]>();
+  /** Per resource: its keys and objects in etcd key order, until the next write (a paged list reads them once a page). */
+  private readonly inKeyOrder = new Map<FakeResource, { keys: string[]; objects: KubeObject[] }>();
   private readonly watchers = new Set<Watcher>();
   private readonly faults: ActiveFault[] = [];
   private readonly log: RequestRecord[] = [];
@@ -893,14 +905,19 @@ export class FakeKubeApiServer {
   }
 
   private sorted(resource: FakeResource): readonly KubeObject[] {
-    let sorted = this.inKeyOrder.get(resource);
-    if (!sorted) {
-      sorted = [...this.objects.get(resource)!.entries()]
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([, o]) => o);
-      this.inKeyOrder.set(resource, sorted);
+    return this.keyOrder(resource).objects;
+  }
+
+  private keyOrder(resource: FakeResource): { keys: string[]; objects: KubeObject[] } {
+    let order = this.inKeyOrder.get(resource);
+    if (!order) {
+      const entries = [...this.objects.get(resource)!.entries()].sort(([a], [b]) =>
+        a < b ? -1 : a > b ? 1 : 0,
+      );
+      order = { keys: entries.map(([k]) => k), objects: entries.map(([, o]) => o) };
+      this.inKeyOrder.set(resource, order);
     }
-    return sorted;
+    return order;
   }
 
   private commitCreate(def: ResourceDef, obj: KubeObject): KubeObject {
@@ -1234,46 +1251,59 @@ export class FakeKubeApiServer {
     const { def } = route;
     const labels = parseLabelSelector(query.get("labelSelector") ?? "");
     const fields = parseFieldSelector(def, query.get("fieldSelector") ?? "");
-    let items = this.sorted(def.storage).filter(
-      (o) =>
-        (route.namespace === undefined || o.metadata?.namespace === route.namespace) &&
-        labelsMatch(labels, o.metadata?.labels) &&
-        fieldsMatch(fields, o),
-    );
-    const metadata: Record<string, unknown> = { resourceVersion: this.resourceVersion() };
+    const matches = (o: KubeObject) =>
+      (route.namespace === undefined || o.metadata?.namespace === route.namespace) &&
+      labelsMatch(labels, o.metadata?.labels) &&
+      fieldsMatch(fields, o);
+    const { keys, objects } = this.keyOrder(def.storage);
+    /** The revision the list began at: its continue tokens carry it from page to page. */
+    let listRv = this.revision;
+    let from = 0;
     const token = query.get("continue");
     if (token) {
       let start: string;
-      let rv: number;
       try {
-        ({ start, rv } = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as {
+        ({ start, rv: listRv } = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as {
           start: string;
           rv: number;
         });
-        if (typeof start !== "string" || typeof rv !== "number") throw new Error();
+        if (typeof start !== "string" || typeof listRv !== "number") throw new Error();
       } catch {
         throw badRequest(
           "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
         );
       }
       // The revision the list began at is compacted away: its continuation cannot be consistent.
-      if (rv < this.compactedThrough.get(def.storage)!) throw new StatusError(expiredContinue());
-      // Every page of a list names the revision the list began at.
-      metadata.resourceVersion = String(rv);
-      items = items.filter((o) => this.keyOf(o.metadata?.namespace, o.metadata!.name!) > start);
+      if (listRv < this.compactedThrough.get(def.storage)!)
+        throw new StatusError(expiredContinue());
+      from = firstAfter(keys, start);
     }
+    // Every page of a list names the revision the list began at.
+    const metadata: Record<string, unknown> = { resourceVersion: String(listRv) };
     const limit = Number(query.get("limit") ?? "0");
-    if (limit > 0 && items.length > limit) {
-      const last = items[limit - 1]!;
+    const items: KubeObject[] = [];
+    let i = from;
+    for (; i < objects.length && !(limit > 0 && items.length === limit); i++)
+      if (matches(objects[i]!)) items.push(objects[i]!);
+    // How many more (kube-apiserver counts them only for a list without selectors), or whether any.
+    const counted = labels.length === 0 && fields.length === 0;
+    let remaining = 0;
+    if (counted && route.namespace === undefined) remaining = objects.length - i;
+    else
+      for (let j = i; j < objects.length; j++) {
+        if (!matches(objects[j]!)) continue;
+        remaining++;
+        if (!counted) break;
+      }
+    if (remaining > 0) {
+      const last = items.at(-1)!;
       metadata.continue = Buffer.from(
         JSON.stringify({
-          rv: this.revision,
+          rv: listRv,
           start: this.keyOf(last.metadata?.namespace, last.metadata!.name!),
         }),
       ).toString("base64url");
-      if (labels.length === 0 && fields.length === 0)
-        metadata.remainingItemCount = items.length - limit;
-      items = items.slice(0, limit);
+      if (labels.length === 0 && fields.length === 0) metadata.remainingItemCount = remaining;
     }
     // Items of a list carry no apiVersion/kind on the wire; the list does.
     return {
