@@ -20,6 +20,8 @@
  *   collection never has to be whole in memory as the server sent it. A 410 on
  *   a continue token (the list began before a compaction) lists afresh from
  *   the first page.
+ * - Lean (`keep: "versions"`): the cache keeps each object's key and
+ *   resourceVersion only, for users that follow events and never read it.
  *
  * It speaks through two injected calls (a list, and a watch of client-node's
  * Watch.watch shape), so this module loads nothing of @kubernetes/client-node.
@@ -80,6 +82,14 @@ export interface ListWatchOptions<T> {
    * result must keep metadata's name, namespace and resourceVersion.
    */
   transform?: (obj: T) => T;
+  /**
+   * What the cache keeps: every object as transformed (the default), or with
+   * "versions" its namespace, name and resourceVersion only (what a relist's
+   * diff reads). Then get(), list(), update's `old` and the object a relist
+   * hands `delete` are stubs of those three fields; add and update still get
+   * the object as transformed, and a watched deletion what the server sent.
+   */
+  keep?: "objects" | "versions";
   backoff: BackoffPolicy;
   /** Default 30 s. */
   startTimeoutMs?: number;
@@ -105,6 +115,11 @@ export class WatchStatusError extends Error {
   }
 }
 
+/** A cache entry's resourceVersion ("" kept for none: never equal to a received one). */
+function versionOf(kept: WatchedObject | string): string | undefined {
+  return typeof kept === "string" ? kept || undefined : kept.metadata?.resourceVersion;
+}
+
 function keyOf(obj: WatchedObject): string {
   return `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
 }
@@ -115,7 +130,8 @@ function isGone(err: unknown): boolean {
 }
 
 export class ListWatch<T extends WatchedObject> {
-  private readonly cache = new Map<string, T>();
+  /** By key: the object, or with keep "versions" its resourceVersion alone. */
+  private readonly cache = new Map<string, T | string>();
   private readonly handlers: ListWatchHandlers<T>;
   private readonly random: () => number;
   private resourceVersion = "";
@@ -154,11 +170,13 @@ export class ListWatch<T extends WatchedObject> {
   }
 
   get(name: string, namespace?: string): T | undefined {
-    return this.cache.get(`${namespace ?? ""}/${name}`);
+    const key = `${namespace ?? ""}/${name}`;
+    const kept = this.cache.get(key);
+    return kept === undefined ? undefined : this.seen(key, kept);
   }
 
   list(): T[] {
-    return [...this.cache.values()];
+    return Array.from(this.cache, ([key, kept]) => this.seen(key, kept));
   }
 
   start(): void {
@@ -324,7 +342,7 @@ export class ListWatch<T extends WatchedObject> {
     for (const [key, old] of [...this.cache]) {
       if (listed.has(key)) continue;
       this.cache.delete(key);
-      this.handlers.delete?.(old);
+      this.handlers.delete?.(this.seen(key, old));
     }
     for (const obj of items) this.upsert(obj);
   }
@@ -338,10 +356,24 @@ export class ListWatch<T extends WatchedObject> {
     const key = keyOf(obj);
     const old = this.cache.get(key);
     const rv = obj.metadata?.resourceVersion;
-    if (old && rv !== undefined && old.metadata?.resourceVersion === rv) return;
-    this.cache.set(key, obj);
-    if (old) this.handlers.update?.(obj, old);
+    if (old !== undefined && rv !== undefined && versionOf(old) === rv) return;
+    this.cache.set(key, this.o.keep === "versions" ? (rv ?? "") : obj);
+    if (old !== undefined) this.handlers.update?.(obj, this.seen(key, old));
     else this.handlers.add?.(obj);
+  }
+
+  /** A cache entry as the object users see: with keep "versions", a stub of key and resourceVersion. */
+  private seen(key: string, kept: T | string): T {
+    if (typeof kept !== "string") return kept;
+    const slash = key.indexOf("/");
+    const namespace = key.slice(0, slash);
+    return {
+      metadata: {
+        ...(namespace ? { namespace } : {}),
+        name: key.slice(slash + 1),
+        ...(kept ? { resourceVersion: kept } : {}),
+      },
+    } as T;
   }
 
   private remove(obj: T): void {

@@ -2,7 +2,8 @@
  * KubeApi.watchEach (src/driver/kube/api.ts) against the fake API server: the
  * collections followed cluster-wide are listed in pages of 500 as plain JSON
  * (not client-node's typed objects), transformed page by page, listed afresh
- * after a 410 on a continue token.
+ * after a 410 on a continue token, and their cache keeps versions only: a
+ * relist's remove gets the key and resourceVersion of what went.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -149,5 +150,21 @@ describe("KubeApi.watchEach against the fake API server", () => {
     expect(errors).to.have.length(1);
     expect(errors[0]).to.match(/^HTTP 503: /);
     expect(upserts).to.have.length(LIST_PAGE_SIZE + 1);
+  });
+
+  it("a relist's remove gets the namespace, name and resourceVersion of what went", async () => {
+    putPods(2);
+    const { upserts, removes, synced } = followPods();
+    await until(() => synced() > 0, "the pods listed");
+    await until(() => server.openWatches().length === 1, "the watch");
+    const rv = server.get("pods", "default", "p00001")?.metadata?.resourceVersion;
+    server.endWatches();
+    server.remove("pods", "default", "p00001");
+    server.compact();
+    await until(() => removes.length === 1, "the relist");
+    expect(removes[0]).to.deep.equal({
+      metadata: { namespace: "default", name: "p00001", resourceVersion: rv },
+    });
+    expect(upserts).to.have.length(2);
   });
 });

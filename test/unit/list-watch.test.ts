@@ -5,7 +5,7 @@
  * status) that reports what changed meanwhile, restarts with backoff after
  * errors that resume from the last resourceVersion, a list that never answers
  * given up and retried, stop(), lists in pages (a 410 on a continue token
- * lists afresh).
+ * lists afresh), and a cache that keeps versions only.
  */
 import { CoreV1Api, KubeConfig, type V1Node, Watch } from "@kubernetes/client-node";
 import { expect } from "chai";
@@ -46,15 +46,18 @@ describe("list-watch (src/common) against the fake API server", () => {
   }
 
   function follow(
-    tuning: Pick<ListWatchOptions<V1Node>, "startTimeoutMs" | "transform" | "pageSize"> & {
+    tuning: Pick<ListWatchOptions<V1Node>, "startTimeoutMs" | "transform" | "pageSize" | "keep"> & {
       list?: (page?: ListPage) => Promise<{ items: V1Node[] }>;
+      /** Also logged: the object update and delete hand over, as JSON. */
+      verbose?: boolean;
     } = {},
   ) {
     const log: string[] = [];
     const errors: { status: unknown; retryInMs: number; message: string }[] = [];
     let syncs = 0;
     const short = (n: V1Node) => (n.metadata?.name ?? "").slice(PREFIX.length + 1);
-    const { list, ...options } = tuning;
+    const json = (n: V1Node) => (tuning.verbose ? ` ${JSON.stringify(n)}` : "");
+    const { list, verbose: _, ...options } = tuning;
     const lw = new ListWatch<V1Node>({
       path: "/api/v1/nodes",
       list: list ?? listNodes,
@@ -64,8 +67,8 @@ describe("list-watch (src/common) against the fake API server", () => {
       random: () => 0.5, // no jitter: the delays are the policy's own
       handlers: {
         add: (n) => log.push(`add ${short(n)}`),
-        update: (n) => log.push(`update ${short(n)}`),
-        delete: (n) => log.push(`delete ${short(n)}`),
+        update: (n, old) => log.push(`update ${short(n)}${json(old)}`),
+        delete: (n) => log.push(`delete ${short(n)}${json(n)}`),
         synced: () => syncs++,
         error: (err, retryInMs) =>
           errors.push({
@@ -334,5 +337,37 @@ describe("list-watch (src/common) against the fake API server", () => {
     expect(lists()).to.have.length(4);
     expect(errors).to.deep.equal([]);
     expect(log).to.deep.equal(["add a", "add b", "add c", "add d"]);
+  });
+
+  it("keep \"versions\": the cache holds keys and resourceVersions; update's old and a relist's delete get stubs of them", async () => {
+    await serve();
+    server.put("nodes", node("a"));
+    server.put("nodes", node("b"));
+    const { lw, log } = follow({ keep: "versions", verbose: true });
+    await lw.whenSynced();
+    const stub = (name: string) => {
+      const rv = server.get("nodes", undefined, `${PREFIX}-${name}`)?.metadata?.resourceVersion;
+      return { metadata: { name: `${PREFIX}-${name}`, resourceVersion: rv } };
+    };
+    expect(lw.get(`${PREFIX}-a`)).to.deep.equal(stub("a"));
+    expect(lw.list()).to.deep.equal([stub("a"), stub("b")]);
+    const oldA = stub("a");
+    server.put("nodes", node("a", "changed"));
+    await until(() => log.length === 3, "the update");
+    expect(log[2]).to.equal(`update a ${JSON.stringify(oldA)}`);
+    const oldB = stub("b");
+    // b goes while no watch is open: the relist's delete hands over the stub.
+    server.endWatches();
+    server.remove("nodes", undefined, `${PREFIX}-b`);
+    server.compact();
+    await until(() => log.length === 4, "the relist");
+    expect(log[3]).to.equal(`delete b ${JSON.stringify(oldB)}`);
+    // A watched deletion hands over what the server sent.
+    server.remove("nodes", undefined, `${PREFIX}-a`);
+    await until(() => log.length === 5, "the watched delete");
+    expect(JSON.parse(log[4]!.slice("delete a ".length)).metadata.labels).to.deep.equal({
+      v: "changed",
+    });
+    expect(lw.list()).to.deep.equal([]);
   });
 });

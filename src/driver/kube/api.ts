@@ -19,7 +19,8 @@
  * The collections followed cluster-wide (watchEach: every pod, namespace and
  * policy) are listed in pages of 500 and read as plain JSON, not through
  * client-node's typed deserialization: a large cluster's list is never whole
- * in memory, and each object is slimmed as its page arrives.
+ * in memory, and each object is slimmed as its page arrives. Their cache keeps
+ * each object's key and resourceVersion only.
  */
 import http from "node:http";
 import https from "node:https";
@@ -119,6 +120,7 @@ export interface CollectionWatchHandlers {
 /** Every object of a kind, event by event; never called before the first list. */
 export interface ResourceEventHandlers {
   upsert(obj: KubeObjectView): void;
+  /** Of `obj`, only metadata's namespace, name and resourceVersion are sure to be there. */
   remove(obj: KubeObjectView): void;
   /** The watch (re)listed successfully and is following changes. */
   onSynced?(): void;
@@ -303,6 +305,7 @@ class ClientNodeApi implements KubeApi {
         listJson(this.kc, `${this.server}${path}`, page, this.timeoutMs),
       ),
       pageSize: LIST_PAGE_SIZE,
+      keep: "versions",
       ...(transform ? { transform } : {}),
     };
     return this.track(
