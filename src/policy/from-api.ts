@@ -114,12 +114,14 @@ export function podFromApi(o: unknown): PolicyPod {
     .filter((ip): ip is string => !!ip);
   const podIP = str(status.podIP);
   if (ips.length === 0 && podIP) ips.push(podIP);
+  // Copied to their length: an array grown by push (or filter) keeps room for 17
+  // elements, 150 bytes for one address or port, kept as long as the pod exists.
   return {
     namespace: str(meta.namespace) ?? "",
     name: str(meta.name) ?? "",
     labels: labelsOf(meta),
-    ips,
-    namedPorts,
+    ips: ips.slice(),
+    namedPorts: namedPorts.slice(),
     hostNetwork: spec.hostNetwork === true,
   };
 }
