@@ -154,6 +154,9 @@ export class PolicyModel {
    * version of each namespace it reads (thousands, for a namespaceSelector).
    */
   private touched: string[] = [];
+  /** Bumped by every policy event: what podPolicy kept is worked out again. */
+  private policiesVersion = 0;
+  private readonly podPolicies = new WeakMap<PolicyPod, { version: number; policy: PodPolicy }>();
   private touchedBase = 0;
   private generations = 0;
   private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
@@ -199,6 +202,7 @@ export class PolicyModel {
    */
   upsertPolicy(policy: NetworkPolicy): PolicyProblem | undefined {
     const key = podKey(policy.namespace, policy.name);
+    this.policiesVersion++;
     this.deletePolicy(policy.namespace, policy.name);
     const problem = policyProblem(policy);
     // An empty list reads as an absent one, as the API server's defaulting has it.
@@ -226,6 +230,7 @@ export class PolicyModel {
     const key = podKey(namespace, name);
     const state = this.policies.get(key);
     if (!state) return;
+    this.policiesVersion++;
     for (const r of [...(state.ingress ?? []), ...(state.egress ?? [])]) {
       this.rules.delete(r.id);
       this.rangeCache.delete(r.id);
@@ -246,8 +251,20 @@ export class PolicyModel {
     return (this.policiesByNamespace.get(namespace)?.size ?? 0) > 0;
   }
 
-  /** What `pod` may receive and send, by the policies of its namespace that select it. */
+  /**
+   * What `pod` may receive and send, by the policies of its namespace that
+   * select it. Kept per pod object (an upsert makes a new one) until a policy
+   * changes: a sync asks it of every pod of the node.
+   */
   podPolicy(pod: PolicyPod): PodPolicy {
+    const cached = this.podPolicies.get(pod);
+    if (cached?.version === this.policiesVersion) return cached.policy;
+    const policy = this.workOutPodPolicy(pod);
+    this.podPolicies.set(pod, { version: this.policiesVersion, policy });
+    return policy;
+  }
+
+  private workOutPodPolicy(pod: PolicyPod): PodPolicy {
     if (pod.hostNetwork) return {};
     const out: PodPolicy = {};
     const keys = [...(this.policiesByNamespace.get(pod.namespace) ?? [])].sort();

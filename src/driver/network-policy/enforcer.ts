@@ -384,7 +384,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     if (!this.policiesKnown) return unknown;
     const pod = this.model.pod(lp.namespace, lp.name);
     if (!pod) return this.model.hasPolicies(lp.namespace) ? unknown : { kind: "open" };
-    const policy = this.model.podPolicy({ ...pod, ips: lp.ips });
+    // Addresses play no part in what a pod may do: the model's own object keeps its answer cached.
+    const policy = this.model.podPolicy(pod);
     return policy.ingress || policy.egress ? { kind: "policy", policy } : { kind: "open" };
   }
 
@@ -509,30 +510,42 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     }
     if (byIp.size === 0) return 0;
     let flows: Flow[];
-    let nodeIps: Set<string>;
     try {
       flows = await this.datapath.listFlows();
-      nodeIps = new Set(await this.datapath.nodeAddresses());
     } catch (err) {
       this.log.warn({ err: String(err) }, "cannot list tracked connections: none cut");
       return 0;
     }
-    const groups = new Map<string, FlowGroup>();
-    let denied = 0;
+    const refused: Flow[] = [];
     for (const f of flows) {
       if (!flowIsLive(f)) continue;
       // Behind a DNAT the reply comes from the real destination: that is what the rules saw.
       const src = f.original.src;
       const dst = f.reply.src;
       const port = f.reply.sport;
-      if (nodeIps.has(src) || nodeIps.has(dst)) continue;
       const protocol = f.protocol.toUpperCase() as Protocol;
       const from = byIp.get(src);
       const to = byIp.get(dst);
-      const refused =
+      if (
         (from !== undefined && !this.allowed(from, "egress", dst, protocol, port)) ||
-        (to !== undefined && !this.allowed(to, "ingress", src, protocol, port));
-      if (!refused) continue;
+        (to !== undefined && !this.allowed(to, "ingress", src, protocol, port))
+      )
+        refused.push(f);
+    }
+    if (refused.length === 0) return 0;
+    // Read only when something is to be cut: the node's addresses change rarely, and reading them costs an exec.
+    let nodeIps: Set<string>;
+    try {
+      nodeIps = new Set(await this.datapath.nodeAddresses());
+    } catch (err) {
+      this.log.warn({ err: String(err) }, "cannot list the node's addresses: no connection cut");
+      return 0;
+    }
+    const groups = new Map<string, FlowGroup>();
+    let denied = 0;
+    for (const f of refused) {
+      const src = f.original.src;
+      if (nodeIps.has(src) || nodeIps.has(f.reply.src)) continue;
       denied++;
       const g = { protocol: f.protocol, src, dst: f.original.dst, dport: f.original.dport };
       groups.set(`${g.protocol} ${g.src} ${g.dst} ${g.dport}`, g);

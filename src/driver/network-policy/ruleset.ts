@@ -86,7 +86,18 @@ export interface Ruleset {
 }
 
 const proto = (p: Protocol) => p.toLowerCase();
-const hash = (id: string) => createHash("sha1").update(id).digest("hex").slice(0, 16);
+/** Names from ids, remembered: every sync names the same rules again. */
+const hashes = new Map<string, string>();
+function hash(id: string): string {
+  let h = hashes.get(id);
+  if (h === undefined) {
+    // Bounded: policies come and go for as long as the driver runs.
+    if (hashes.size >= 100_000) hashes.clear();
+    h = createHash("sha1").update(id).digest("hex").slice(0, 16);
+    hashes.set(id, h);
+  }
+  return h;
+}
 export const chainName = (direction: Direction, hostIf: string) =>
   `${direction === "ingress" ? "in" : "eg"}-${hostIf}`;
 
