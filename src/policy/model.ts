@@ -26,6 +26,7 @@ import type {
   Direction,
   IpBlock,
   LabelSelector,
+  NamedPort,
   NetworkPolicy,
   PolicyNamespace,
   PolicyPeer,
@@ -34,6 +35,13 @@ import type {
   Protocol,
 } from "./types.js";
 import { podKey } from "./types.js";
+
+/** What a pod's named ports are when it has none: one array for them all. */
+const NO_PORTS: NamedPort[] = [];
+
+/** A pod's named ports as one string: pods with the same share one array. */
+const portsId = (ports: readonly NamedPort[]): string =>
+  ports.map((p) => `${p.name}/${p.protocol}/${p.port}`).join(",");
 
 /** A port match with numbers only: `port` undefined is every port of the protocol. */
 export interface NumericPort {
@@ -131,8 +139,14 @@ export interface PolicyProblem {
 const protocolOf = (p: PolicyPort): Protocol => p.protocol ?? "TCP";
 
 export class PolicyModel {
-  private readonly pods = new Map<string, PolicyPod>();
+  /** By namespace, then by name: one index (150,000 pods: keys of their own would cost 15 MiB more). */
   private readonly podsByNamespace = new Map<string, Map<string, PolicyPod>>();
+  /**
+   * The named-port lists the pods have, each once, with the number of pods
+   * that share it: a Deployment's pods (often most of a cluster's) have the
+   * same, 100 bytes a pod when each keeps its own. Never modified in place.
+   */
+  private readonly portLists = new Map<string, { ports: NamedPort[]; pods: number }>();
   private readonly namespaces = new Map<string, Record<string, string>>();
   private readonly policies = new Map<string, PolicyState>();
   private readonly policiesByNamespace = new Map<string, Set<string>>();
@@ -172,19 +186,40 @@ export class PolicyModel {
   // --- inputs ---
 
   upsertPod(pod: PolicyPod): void {
-    const key = podKey(pod.namespace, pod.name);
-    this.pods.set(key, pod);
     const inNs = this.podsByNamespace.get(pod.namespace) ?? new Map<string, PolicyPod>();
     this.podsByNamespace.set(pod.namespace, inNs);
-    inNs.set(key, pod);
+    const old = inNs.get(pod.name);
+    const namedPorts = this.sharePorts(pod.namedPorts);
+    if (old) this.releasePorts(old.namedPorts);
+    inNs.set(pod.name, namedPorts === pod.namedPorts ? pod : { ...pod, namedPorts });
     this.touchNamespace(pod.namespace);
   }
 
   deletePod(namespace: string, name: string): void {
-    const key = podKey(namespace, name);
-    if (!this.pods.delete(key)) return;
-    this.podsByNamespace.get(namespace)?.delete(key);
+    const inNs = this.podsByNamespace.get(namespace);
+    const old = inNs?.get(name);
+    if (!old) return;
+    inNs?.delete(name);
+    this.releasePorts(old.namedPorts);
     this.touchNamespace(namespace);
+  }
+
+  /** The shared array of these named ports (counted once more). */
+  private sharePorts(ports: NamedPort[]): NamedPort[] {
+    if (ports.length === 0) return NO_PORTS;
+    const id = portsId(ports);
+    const entry = this.portLists.get(id) ?? { ports, pods: 0 };
+    this.portLists.set(id, entry);
+    entry.pods++;
+    return entry.ports;
+  }
+
+  /** A pod no longer has these (shared) named ports. */
+  private releasePorts(ports: NamedPort[]): void {
+    if (ports.length === 0) return;
+    const id = portsId(ports);
+    const entry = this.portLists.get(id);
+    if (entry && --entry.pods === 0) this.portLists.delete(id);
   }
 
   upsertNamespace(ns: PolicyNamespace): void {
@@ -243,7 +278,7 @@ export class PolicyModel {
   // --- questions ---
 
   pod(namespace: string, name: string): PolicyPod | undefined {
-    return this.pods.get(podKey(namespace, name));
+    return this.podsByNamespace.get(namespace)?.get(name);
   }
 
   /** Whether any policy exists in the namespace (a pod there whose labels are unknown may be isolated). */

@@ -40,15 +40,24 @@ function config(settings: Record<string, unknown> = {}, datapath = "kernel"): Dr
   } as unknown as DriverConfig;
 }
 
-/** A KubeApi whose collections are fed by the test; lists "succeed" when the test says so. */
+/** A KubeApi whose collections are fed by the test (through the watch's transform, as the real one); lists "succeed" when the test says so. */
 class FakeApi {
   readonly handlers = new Map<FollowedCollection, ResourceEventHandlers>();
+  private readonly transforms = new Map<
+    FollowedCollection,
+    (o: KubeObjectView) => KubeObjectView
+  >();
   pods = new Map<string, KubeObjectView>();
   readFails = false;
   readonly server = "fake";
 
-  watchEach(resource: FollowedCollection, handlers: ResourceEventHandlers) {
+  watchEach(
+    resource: FollowedCollection,
+    handlers: ResourceEventHandlers,
+    transform: (o: KubeObjectView) => KubeObjectView = (o) => o,
+  ) {
     this.handlers.set(resource, handlers);
+    this.transforms.set(resource, transform);
     return { synced: false, lastError: undefined, stop: async () => {} };
   }
   async readPod(ref: { namespace: string; name: string }) {
@@ -59,11 +68,11 @@ class FakeApi {
   list(resource: FollowedCollection, objs: KubeObjectView[]) {
     const h = this.handlers.get(resource);
     if (!h) throw new Error(`no watch of ${resource}`);
-    for (const o of objs) h.upsert(o);
+    for (const o of objs) h.upsert(this.transforms.get(resource)!(o));
     h.onSynced?.();
   }
   upsert(resource: FollowedCollection, o: KubeObjectView) {
-    this.handlers.get(resource)?.upsert(o);
+    this.handlers.get(resource)?.upsert(this.transforms.get(resource)!(o));
   }
   remove(resource: FollowedCollection, o: KubeObjectView) {
     this.handlers.get(resource)?.remove(o);
