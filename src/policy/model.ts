@@ -168,11 +168,12 @@ export class PolicyModel {
    * version of each namespace it reads (thousands, for a namespaceSelector).
    */
   private touched: string[] = [];
+  private touchedBase = 0;
+  /** Bumped whenever a rule's members change: see MemberCache.generation. */
+  private generations = 0;
   /** Bumped by every policy event: what podPolicy kept is worked out again. */
   private policiesVersion = 0;
   private readonly podPolicies = new WeakMap<PolicyPod, { version: number; policy: PodPolicy }>();
-  private touchedBase = 0;
-  private generations = 0;
   private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
   private readonly targetCache = new Map<
     string,

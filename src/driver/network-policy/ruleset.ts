@@ -318,23 +318,23 @@ const sameList = (a: readonly string[], b: readonly string[]) =>
 
 /**
  * A hash set's change as elements to delete and to add, found from the chunks
- * that changed: unchanged chunks are never read, except to keep an address
- * that moved into one.
+ * that changed. Unchanged chunks are read only when something is to go, to
+ * keep an address that another namespace's pod still has; an address added
+ * that an unchanged chunk already holds is harmless (`add` of a present
+ * element is no error).
  */
 function elementDelta(prev: SetSpec, next: SetSpec): { gone: string[]; added: string[] } {
   const before = new Set(prev.chunks);
   const after = new Set(next.chunks);
-  const added = new Set<string>();
-  for (const c of next.chunks) if (!before.has(c)) for (const e of c) added.add(e);
-  const gone = new Set<string>();
-  for (const c of prev.chunks) if (!after.has(c)) for (const e of c) if (!added.has(e)) gone.add(e);
-  if (gone.size > 0) {
-    for (const c of next.chunks) if (before.has(c)) for (const e of c) gone.delete(e);
+  const was = new Set(prev.chunks.filter((c) => !after.has(c)).flat());
+  const now = new Set(next.chunks.filter((c) => !before.has(c)).flat());
+  const added = [...now].filter((e) => !was.has(e));
+  let gone = [...was].filter((e) => !now.has(e));
+  if (gone.length > 0) {
+    const kept = new Set(next.chunks.filter((c) => before.has(c)).flat());
+    gone = gone.filter((e) => !kept.has(e));
   }
-  // What was there in an unchanged or a replaced chunk needs no add: `add` of a present element is harmless, but noise.
-  for (const c of prev.chunks) if (!after.has(c)) for (const e of c) added.delete(e);
-  for (const c of next.chunks) if (before.has(c)) for (const e of c) added.delete(e);
-  return { gone: [...gone], added: [...added] };
+  return { gone, added };
 }
 
 const sameChunks = (a: SetSpec, b: SetSpec) =>
