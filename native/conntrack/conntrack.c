@@ -46,6 +46,7 @@
 #include <node_api.h>
 
 #include "../common/errno-error.h"
+#include "../common/netlink-message.h"
 #include "../common/netlink-socket.h"
 #include "../common/pin-library.h"
 
@@ -68,22 +69,6 @@ typedef struct {
   uint16_t sport, dport; /* network order */
   int ok;                /* addresses, protocol and both ports were present */
 } tuple_t;
-
-typedef struct {
-  unsigned char *data;
-  size_t len, cap;
-} bytes_t;
-
-static int bytes_reserve(bytes_t *b, size_t more) {
-  if (b->len + more <= b->cap) return 0;
-  size_t cap = b->cap ? b->cap : 64 * 1024;
-  while (cap < b->len + more) cap *= 2;
-  unsigned char *grown = realloc(b->data, cap);
-  if (!grown) return ENOMEM;
-  b->data = grown;
-  b->cap = cap;
-  return 0;
-}
 
 /* ------------------------------------------------------------------ attributes */
 
@@ -175,24 +160,6 @@ static void put_header(bytes_t *b, uint16_t type, uint16_t flags, uint32_t seq, 
   g->nfgen_family = family;
   g->version = NFNETLINK_V0;
   b->len += NLMSG_ALIGN(h->nlmsg_len);
-}
-
-/* Appends an attribute to the message starting at msg (in b); answers its offset, for nesting. */
-static size_t put_attr(bytes_t *b, size_t msg, uint16_t type, const void *data, size_t len) {
-  size_t off = b->len;
-  struct nlattr *a = (struct nlattr *)(b->data + off);
-  a->nla_type = type;
-  a->nla_len = (uint16_t)(NLA_HDRLEN + len);
-  if (len) memcpy((unsigned char *)a + NLA_HDRLEN, data, len);
-  memset((unsigned char *)a + NLA_HDRLEN + len, 0, NLA_ALIGN(len) - len);
-  b->len += NLA_HDRLEN + NLA_ALIGN(len);
-  ((struct nlmsghdr *)(b->data + msg))->nlmsg_len = (uint32_t)(b->len - msg);
-  return off;
-}
-
-/* Closes a nest opened with put_attr(b, msg, type | NLA_F_NESTED, NULL, 0). */
-static void end_nest(bytes_t *b, size_t nest) {
-  ((struct nlattr *)(b->data + nest))->nla_len = (uint16_t)(b->len - nest);
 }
 
 /* Appends a copy of an attribute received (tuple, zone, id) to the message at msg. */
@@ -477,6 +444,14 @@ static void execute(napi_env env, void *data) {
     if (!req->err) send_deletes(req);
   }
   free(msg.data);
+  /*
+   * Closed here, on the pool thread: closing a NETLINK_NETFILTER socket
+   * makes nf_tables flush the objects a transaction deleted, which waits
+   * for an RCU grace period (12-22 ms after any nftables element delete on
+   * Linux 6.18), and on the JavaScript thread that stalls every pod's setup.
+   */
+  close(req->fd);
+  req->fd = -1;
 }
 
 static void complete(napi_env env, napi_status status, void *data) {
@@ -499,7 +474,7 @@ static void complete(napi_env env, napi_status status, void *data) {
     napi_create_uint32(env, req->removed, &result);
     napi_resolve_deferred(env, req->deferred, result);
   }
-  close(req->fd);
+  if (req->fd >= 0) close(req->fd); /* execute never ran */
   napi_delete_async_work(env, req->work);
   free(req->out.data);
   free(req);

@@ -97,6 +97,10 @@ interface RuleState {
   blockRanges?: AddressRanges;
   /** The pod peers, as last worked out, and what that depended on. */
   members?: MemberCache;
+  /** peerPodAddresses' last answer, and the members' generation it was read at. */
+  chunks?: { generation: number; chunks: AddressChunks };
+  /** The rule as it applies to any pod, when that does not depend on the pod (no ingress named port). */
+  shared?: PodRule;
 }
 
 /** A rule's pod peers of one namespace; replaced, never changed, when they change. */
@@ -177,7 +181,14 @@ export class PolicyModel {
   private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
   private readonly targetCache = new Map<
     string,
-    { names: string; byNamespace: Map<string, { version: string; targets: NamedTarget[] }> }
+    {
+      names: string;
+      /** The model's versions at the last answer (`out`). */
+      namespacesVersion: number;
+      podsVersion: number;
+      byNamespace: Map<string, { version: string; targets: NamedTarget[] }>;
+      out: NamedTarget[][];
+    }
   >();
   private readonly selectedNamespaces = new WeakMap<
     LabelSelector,
@@ -186,14 +197,21 @@ export class PolicyModel {
 
   // --- inputs ---
 
-  upsertPod(pod: PolicyPod): void {
+  /**
+   * Adds or replaces a pod; answers false when the model already had it as
+   * it is (an event about its annotations, its conditions, a resync): then
+   * nothing changes, its policy worked out included.
+   */
+  upsertPod(pod: PolicyPod): boolean {
     const inNs = this.podsByNamespace.get(pod.namespace) ?? new Map<string, PolicyPod>();
     this.podsByNamespace.set(pod.namespace, inNs);
     const old = inNs.get(pod.name);
+    if (old && samePod(old, pod)) return false;
     const namedPorts = this.sharePorts(pod.namedPorts);
     if (old) this.releasePorts(old.namedPorts);
     inNs.set(pod.name, namedPorts === pod.namedPorts ? pod : { ...pod, namedPorts });
     this.touchNamespace(pod.namespace);
+    return true;
   }
 
   deletePod(namespace: string, name: string): void {
@@ -343,9 +361,12 @@ export class PolicyModel {
   peerPodAddresses(ruleId: string): AddressChunks {
     const rule = this.rules.get(ruleId);
     if (!rule?.podPeers) return { v4: [], v6: [] };
+    const members = this.members(rule);
+    // The same answer while the members are: a sync for an unrelated event makes no new arrays.
+    if (rule.chunks?.generation === members.generation) return rule.chunks.chunks;
     const v4: string[][] = [];
     const v6: string[][] = [];
-    for (const bucket of this.members(rule).byNamespace.values()) {
+    for (const bucket of members.byNamespace.values()) {
       if (!bucket.v4 || !bucket.v6) {
         const all = bucket.pods.flatMap((p) => p.ips);
         bucket.v4 = all.filter((ip) => !ip.includes(":"));
@@ -354,7 +375,8 @@ export class PolicyModel {
       if (bucket.v4.length) v4.push(bucket.v4);
       if (bucket.v6.length) v6.push(bucket.v6);
     }
-    return { v4, v6 };
+    rule.chunks = { generation: members.generation, chunks: { v4, v6 } };
+    return rule.chunks.chunks;
   }
 
   /** A rule's ipBlocks less their excepts; fixed for the rule's life. */
@@ -390,19 +412,35 @@ export class PolicyModel {
     const key = names.map((n) => `${n.protocol}/${n.name}`).join(",");
     let cache = this.targetCache.get(ruleId);
     if (cache?.names !== key) {
-      cache = { names: key, byNamespace: new Map() };
+      cache = {
+        names: key,
+        namespacesVersion: -1,
+        podsVersion: -1,
+        byNamespace: new Map(),
+        out: [],
+      };
       this.targetCache.set(ruleId, cache);
     }
+    if (
+      cache.namespacesVersion === this.namespacesVersion &&
+      cache.podsVersion === this.podsVersion
+    )
+      return cache.out;
     const members = rule.podPeers ? this.members(rule).byNamespace : undefined;
     const blocks = rule.blocks.length > 0 ? this.peerBlocks(ruleId) : undefined;
     // Without peers every pod is one; with an ipBlock, any pod inside it.
     const wide = !rule.peers || blocks !== undefined;
     const namespaces = wide ? [...this.podsByNamespace.keys()] : [...(members?.keys() ?? [])];
+    // Since the last answer, with the same namespaces: only those pod events touched are read again.
+    const touched =
+      cache.namespacesVersion === this.namespacesVersion
+        ? this.touchedSince(cache.podsVersion)
+        : undefined;
     const next = new Map<string, { version: string; targets: NamedTarget[] }>();
     const out: NamedTarget[][] = [];
     for (const ns of namespaces) {
-      const version = this.versionOf(ns);
       let entry = cache.byNamespace.get(ns);
+      const version = entry && touched && !touched.has(ns) ? entry.version : this.versionOf(ns);
       if (entry?.version !== version) {
         const candidates = new Set<PolicyPod>(members?.get(ns)?.pods ?? []);
         for (const p of this.podsByNamespace.get(ns)?.values() ?? []) {
@@ -414,7 +452,12 @@ export class PolicyModel {
       next.set(ns, entry);
       if (entry.targets.length > 0) out.push(entry.targets);
     }
-    cache.byNamespace = next;
+    Object.assign(cache, {
+      namespacesVersion: this.namespacesVersion,
+      podsVersion: this.podsVersion,
+      byNamespace: next,
+      out,
+    });
     return out;
   }
 
@@ -466,6 +509,12 @@ export class PolicyModel {
     }
   }
 
+  /** The namespaces pod events touched since `podsVersion`; undefined when the log no longer reaches back. */
+  private touchedSince(podsVersion: number): Set<string> | undefined {
+    const since = podsVersion - this.touchedBase;
+    return since >= 0 ? new Set(this.touched.slice(since)) : undefined;
+  }
+
   private rulesOf(policy: NetworkPolicy, direction: Direction): RuleState[] {
     const key = podKey(policy.namespace, policy.name);
     return (policy[direction] ?? []).map((r, i) => {
@@ -506,13 +555,15 @@ export class PolicyModel {
     const m = rule.members;
     if (m?.namespacesVersion === this.namespacesVersion) {
       if (m.podsVersion === this.podsVersion) return m;
-      const since = m.podsVersion - this.touchedBase;
-      if (since >= 0 && this.podsVersion - m.podsVersion <= m.byNamespace.size) {
+      const touched =
+        this.podsVersion - m.podsVersion <= m.byNamespace.size
+          ? this.touchedSince(m.podsVersion)
+          : undefined;
+      if (touched) {
         // The namespaces read are the same; only pod events since matter.
-        const changed = new Set<string>();
-        for (const ns of this.touched.slice(since)) if (m.byNamespace.has(ns)) changed.add(ns);
+        const changed = [...touched].filter((ns) => m.byNamespace.has(ns));
         for (const ns of changed) m.byNamespace.set(ns, this.bucket(rule, ns));
-        if (changed.size > 0) m.generation = ++this.generations;
+        if (changed.length > 0) m.generation = ++this.generations;
         m.podsVersion = this.podsVersion;
         return m;
       }
@@ -571,7 +622,19 @@ export class PolicyModel {
     return [...all].sort();
   }
 
+  /**
+   * One object for every pod a rule applies to alike (all but ingress rules
+   * with named ports): what is derived from a PodRule (its chains' text) is
+   * kept by it, so a new pod under a known policy derives nothing again.
+   */
   private podRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {
+    if (rule.shared) return rule.shared;
+    const out = this.workOutPodRule(rule, direction, pod);
+    if (!out.perPod) rule.shared = out;
+    return out;
+  }
+
+  private workOutPodRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {
     const base = { id: rule.id, anyPeer: !rule.peers };
     if (!rule.ports) return { ...base, ports: "any", portNames: [], perPod: false };
     let perPod = false;
@@ -608,6 +671,24 @@ function targetsOf(pods: Iterable<PolicyPod>, names: readonly PortName[]): Named
     }
   }
   return targets;
+}
+
+/** Whether two states of a pod are alike in all the model reads of them. */
+function samePod(a: PolicyPod, b: PolicyPod): boolean {
+  const sameList = <T>(x: readonly T[], y: readonly T[], same: (p: T, q: T) => boolean) =>
+    x.length === y.length && x.every((v, i) => same(v, y[i] as T));
+  const la = Object.keys(a.labels);
+  return (
+    a.hostNetwork === b.hostNetwork &&
+    sameList(a.ips, b.ips, (p, q) => p === q) &&
+    sameList(
+      a.namedPorts,
+      b.namedPorts,
+      (p, q) => p.name === q.name && p.protocol === q.protocol && p.port === q.port,
+    ) &&
+    la.length === Object.keys(b.labels).length &&
+    la.every((k) => a.labels[k] === b.labels[k])
+  );
 }
 
 /** Every member pod of a rule, whatever its namespace. */

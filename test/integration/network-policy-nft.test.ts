@@ -9,11 +9,15 @@ import { expect } from "chai";
 import { execaSync } from "execa";
 import {
   buildRuleset,
+  diffCommands,
   diffScript,
+  elementsOnly,
   fullScript,
+  keepIdle,
   type LocalPodRules,
   POLICY_TABLE,
   type Ruleset,
+  scriptOf,
 } from "../../src/driver/network-policy/ruleset.js";
 import { PolicyModel } from "../../src/policy/model.js";
 import type { NetworkPolicy, PolicyPod } from "../../src/policy/types.js";
@@ -52,12 +56,14 @@ describe("network policy: the nftables table, whole and by diffs", function () {
   this.timeout(60_000);
   const tag = uniqueTag();
   const byDiff = `npt-${tag}-diff`;
-  const whole = `npt-${tag}-whole`;
+  const wholeNs = `npt-${tag}-whole`;
   const model = new PolicyModel();
-  const local: LocalPodRules[] = [];
+  /** The node's pods, named as the plugin names their host ends. */
+  type NodePod = LocalPodRules & { hostIf: string };
+  const local: NodePod[] = [];
   let applied: Ruleset | undefined;
 
-  const localPods = (): LocalPodRules[] =>
+  const localPods = (): NodePod[] =>
     local.map((lp) => {
       const [namespace, name] = lp.hostIf.replace(/^mido/, "").split("-") as [string, string];
       const p = model.pod(namespace, name);
@@ -73,14 +79,20 @@ describe("network policy: the nftables table, whole and by diffs", function () {
       };
     });
 
-  /** Applies the change as a diff in one namespace and whole in the other; the two must agree. */
-  function step(): string {
+  /**
+   * Applies the change as a diff in one namespace and whole in the other;
+   * the two must agree. With `idle`, what no pod uses is kept (the enforcer's
+   * keepIdle) and compared apart.
+   */
+  function step(opts: { idle?: boolean } = {}): string {
     const next = buildRuleset(model, localPods());
+    const whole = fullScript(next);
+    if (opts.idle && applied) keepIdle(applied, next);
     const script = applied ? diffScript(applied, next) : fullScript(next);
     if (script) nft(byDiff, ["-f", "-"], script);
-    nft(whole, ["-f", "-"], fullScript(next));
+    nft(wholeNs, ["-f", "-"], whole);
     applied = next;
-    expect(listing(byDiff)).to.deep.equal(listing(whole));
+    if (!opts.idle) expect(listing(byDiff)).to.deep.equal(listing(wholeNs));
     return script;
   }
 
@@ -88,7 +100,7 @@ describe("network policy: the nftables table, whole and by diffs", function () {
     requireRoot(this);
     requireCommand(this, "nft", "nftables");
     createNetns(byDiff);
-    createNetns(whole);
+    createNetns(wholeNs);
     model.upsertNamespace({ name: "x", labels: { ns: "x" } });
     model.upsertNamespace({ name: "y", labels: { ns: "y" } });
     for (const [ns, n, ips] of [
@@ -106,7 +118,7 @@ describe("network policy: the nftables table, whole and by diffs", function () {
   });
 
   after(() => {
-    for (const ns of [byDiff, whole]) deleteNetns(ns);
+    for (const ns of [byDiff, wholeNs]) deleteNetns(ns);
   });
 
   it("starts empty: the maps and the two forward chains, no pod chain", () => {
@@ -135,10 +147,10 @@ describe("network policy: the nftables table, whole and by diffs", function () {
     expect(model.upsertPolicy(policy)).to.equal(undefined);
     step();
     const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
-    expect(text).to.match(/chain in-midox-a/);
-    expect(text).to.match(/chain eg-midox-a/);
-    expect(text).to.match(/10\.244\.1\.2 : jump in-midox-a/);
-    expect(text).to.match(/fd00:1::2 : jump in-midox-a/);
+    const inChain = /10\.244\.1\.2 : jump (in-[0-9a-f]{16})/.exec(text)?.[1];
+    expect(inChain, "x/a's ingress verdict").to.be.a("string");
+    expect(text).to.match(/chain eg-[0-9a-f]{16}/);
+    expect(text).to.include(`fd00:1::2 : jump ${inChain}`);
     // The port before the peer: a packet for another port never meets the set.
     expect(text).to.match(/tcp dport 80 jump k_\w+/);
     // The peer lookups sit in a chain of their own: a port edit rewrites lines that name no set.
@@ -146,7 +158,7 @@ describe("network policy: the nftables table, whole and by diffs", function () {
       /chain k_\w+ \{\s*ip saddr @p_\w+_4 accept\s*ip6 saddr @p_\w+_6 accept\s*\}/,
     );
     expect(text).to.include("udp dport 81-90");
-    expect(text).to.match(/chain in-midox-a \{\s*jump r_\w+\s*drop\s*\}/);
+    expect(text).to.match(new RegExp(`chain ${inChain} \\{\\s*jump r_\\w+\\s*drop\\s*\\}`));
     expect(text).not.to.match(/10\.244\.1\.3 : jump/);
   });
 
@@ -162,10 +174,52 @@ describe("network policy: the nftables table, whole and by diffs", function () {
     expect(script).not.to.match(/chain|rule|flush/);
   });
 
+  it("a pod the same rules apply to shares their chains: its setup and teardown are element changes only", () => {
+    model.upsertPod(pod("x", "d", ["10.244.1.9"], { pod: "a" }));
+    local.push({ hostIf: "midox-d", ips: ["10.244.1.9"], standing: { kind: "open" } });
+    const setup = diffCommands(applied as Ruleset, buildRuleset(model, localPods()));
+    expect(elementsOnly(setup), scriptOf(setup)).not.to.equal(undefined);
+    step();
+    const map = nft(byDiff, ["list", "map", "inet", POLICY_TABLE, "ingress4"]);
+    const shared = /10\.244\.1\.2 : jump (in-[0-9a-f]{16})/.exec(map)?.[1];
+    expect(map).to.include(`10.244.1.9 : jump ${shared}`);
+    local.pop();
+    model.deletePod("x", "d");
+    const teardown = diffCommands(applied as Ruleset, buildRuleset(model, localPods()));
+    expect(elementsOnly(teardown), scriptOf(teardown)).not.to.equal(undefined);
+    step();
+  });
+
+  it("what no pod uses stays while kept idle, and goes when collected", () => {
+    model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"], { pod: "idle" }));
+    const kept = step({ idle: true });
+    // x/a's verdicts go; its chains and sets stay, inert.
+    expect(kept).not.to.match(/delete (chain|set)/);
+    const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
+    expect(text).to.match(/chain in-[0-9a-f]{16}/);
+    expect(nft(byDiff, ["list", "map", "inet", POLICY_TABLE, "ingress4"])).not.to.include(
+      "10.244.1.2",
+    );
+    // A pod of that kind again: its verdicts only, to the kept chains.
+    model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"]));
+    const back = buildRuleset(model, localPods());
+    keepIdle(applied as Ruleset, back);
+    const again = diffCommands(applied as Ruleset, back);
+    expect(elementsOnly(again), scriptOf(again)).not.to.equal(undefined);
+    step({ idle: true });
+    // Collected: a diff without keepIdle deletes them, and the table is the whole script's again.
+    model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"], { pod: "idle" }));
+    step({ idle: true });
+    const collected = step();
+    expect(collected).to.match(/delete chain .* in-[0-9a-f]{16}/);
+    model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"]));
+    step();
+  });
+
   it("a policy's port change rewrites its rule's chain only, whatever the pods it selects", () => {
     const before = model.pod("x", "b");
     model.upsertPod(pod("x", "b", ["10.244.1.3"], { pod: "a" }));
-    local[1] = { ...(local[1] as LocalPodRules), standing: { kind: "open" } };
+    local[1] = { ...(local[1] as NodePod), standing: { kind: "open" } };
     step();
     const policy = {
       namespace: "x",
@@ -193,18 +247,18 @@ describe("network policy: the nftables table, whole and by diffs", function () {
   it("a label change moves a pod out of the policy: its chains and verdicts go", () => {
     model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"], { pod: "z" }));
     const script = step();
-    expect(script).to.match(/delete chain .* in-midox-a/);
+    expect(script).to.match(/delete chain .* in-[0-9a-f]{16}/);
     const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
-    expect(text).not.to.include("in-midox-a");
+    expect(text).not.to.match(/chain in-/);
   });
 
   it("an unknown pod's verdicts jump to the deny chain, and back", () => {
-    local[1] = { ...(local[1] as LocalPodRules), standing: { kind: "deny" } };
+    local[1] = { ...(local[1] as NodePod), standing: { kind: "deny" } };
     step();
     expect(nft(byDiff, ["list", "map", "inet", POLICY_TABLE, "ingress4"])).to.include(
       "10.244.1.3 : jump deny",
     );
-    local[1] = { ...(local[1] as LocalPodRules), standing: { kind: "open" } };
+    local[1] = { ...(local[1] as NodePod), standing: { kind: "open" } };
     step();
     expect(nft(byDiff, ["list", "map", "inet", POLICY_TABLE, "ingress4"])).not.to.include(
       "10.244.1.3",

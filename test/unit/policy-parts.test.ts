@@ -1073,6 +1073,32 @@ describe("policy/model: peerPodAddresses, the chunks a peer set is diffed by", (
     expect(again.v4.every((c, i) => c === after.v4[i])).to.equal(true);
   });
 
+  it("an event about what the model does not read (annotations, conditions) changes nothing", () => {
+    const { m, xa } = smallModel();
+    m.upsertPolicy({
+      namespace: "x",
+      name: "p",
+      podSelector: {},
+      ingress: [{ peers: [{ namespaceSelector: {} }] }],
+    });
+    const before = m.peerPodAddresses(id);
+    const policy = m.podPolicy(xa);
+    // The same pod as a new object, labels in another order: no change, the same answers.
+    expect(m.upsertPod({ ...xa, labels: { ...xa.labels }, ips: [...xa.ips] })).to.equal(false);
+    expect(m.pod("x", "a")).to.equal(xa);
+    expect(m.podPolicy(m.pod("x", "a") as PolicyPod)).to.equal(policy);
+    expect(m.peerPodAddresses(id)).to.equal(before);
+    // Each thing it reads is a change.
+    for (const changed of [
+      { ...xa, labels: { ...xa.labels, tier: "web" } },
+      { ...xa, ips: [...xa.ips, "fd00:1::1"] },
+      { ...xa, namedPorts: SERVE.slice(1) },
+      { ...xa, hostNetwork: true },
+    ])
+      expect(m.upsertPod(changed), JSON.stringify(changed)).to.equal(true);
+    expect(m.peerPodAddresses(id)).not.to.equal(before);
+  });
+
   it("agrees with a plain reading of the model after any run of events, past the event log's bound too", () => {
     const m = new PolicyModel();
     const nss = ["a", "b", "c", "d"];

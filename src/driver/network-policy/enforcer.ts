@@ -36,10 +36,12 @@ import {
   listFlows,
 } from "../../plumbing/conntrack.js";
 import {
+  applyNftElements,
   applyNftScript,
   deleteNftTable,
   NftError,
   nftBackendName,
+  nftElementsInProcess,
 } from "../../plumbing/nftables.js";
 import { listNodeAddresses } from "../../plumbing/node-addresses.js";
 import {
@@ -55,13 +57,18 @@ import type { DriverConfig } from "../config/network-config.js";
 import type { FollowedCollection, KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
 import {
   buildRuleset,
-  diffScript,
+  type Command,
+  diffCommands,
+  type ElementChange,
+  elementsOnly,
   enforcesNothing,
   fullScript,
+  keepIdle,
   type LocalPodRules,
   POLICY_TABLE,
   type PodStanding,
   type Ruleset,
+  scriptOf,
 } from "./ruleset.js";
 import { type NetworkPolicySettings, readNetworkPolicySettings } from "./settings.js";
 
@@ -89,6 +96,11 @@ export interface NetworkPolicyMetrics {
 /** What the enforcer does to the node: the kernel by default, a recorder in unit tests. */
 export interface PolicyDatapath {
   applyScript(script: string): Promise<void>;
+  /**
+   * A change made of element changes only, as one transaction; false when
+   * this datapath cannot write them so (the caller writes the text).
+   */
+  applyElements(changes: readonly ElementChange[]): Promise<boolean>;
   listFlows(): Promise<Flow[]>;
   /** Deletes every flow of a group (all source ports). */
   deleteFlows(group: FlowGroup): Promise<void>;
@@ -97,13 +109,26 @@ export interface PolicyDatapath {
   deleteTable(): Promise<void>;
 }
 
+const POLICY_ACTION = `network policy in table inet ${POLICY_TABLE}`;
+
 export const kernelPolicyDatapath: PolicyDatapath = {
-  applyScript: (script) => applyNftScript(`network policy in table inet ${POLICY_TABLE}`, script),
+  applyScript: (script) => applyNftScript(POLICY_ACTION, script),
+  // Straight to the kernel: libnftables would first read back every element of the table to delete one.
+  applyElements: async (changes) => {
+    if (!nftElementsInProcess()) return false;
+    await applyNftElements(POLICY_ACTION, POLICY_TABLE, changes);
+    return true;
+  },
   listFlows,
   deleteFlows,
   nodeAddresses: async () => (await listNodeAddresses()).map((a) => a.cidr.split("/")[0] as string),
   deleteTable: () => deleteNftTable("inet", POLICY_TABLE),
 };
+
+/** How long chains and sets no pod uses are kept before they are collected. */
+const IDLE_COLLECT_MS = 30_000;
+/** How many of them are collected at once, without waiting. */
+const IDLE_LIMIT = 1_000;
 
 export interface NetworkPolicyOptions {
   logger: pino.Logger;
@@ -167,6 +192,9 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   private cutAgain = false;
   /** An API event came since the last sync started: connections may have to be cut. */
   private apiChanged = false;
+  /** Chains and sets no pod uses are to go at the next sync no pod waits for. */
+  private collectDue = false;
+  private collectTimer: NodeJS.Timeout | undefined;
   /** The config loads being applied, in order. */
   private switching: Promise<void> = Promise.resolve();
 
@@ -257,6 +285,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   async stop(): Promise<void> {
     this.closed = true;
     if (this.scheduled) clearImmediate(this.scheduled);
+    clearTimeout(this.collectTimer);
     this.loop.stop();
     const watches = this.watches;
     this.watches = [];
@@ -311,8 +340,8 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
         "pods",
         {
           upsert: (o) => {
-            this.model.upsertPod(this.withLocalIps((o as PodView).pod));
-            this.schedule();
+            // An event that changes nothing the policies read (annotations, conditions) is no sync.
+            if (this.model.upsertPod(this.withLocalIps((o as PodView).pod))) this.schedule();
           },
           remove: (o) => {
             this.model.deletePod(o.metadata?.namespace ?? "", o.metadata?.name ?? "");
@@ -415,7 +444,6 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     this.apiChanged = false;
     try {
       const pods: LocalPodRules[] = [...this.local.values()].map((lp) => ({
-        hostIf: lp.hostIf,
         ips: lp.ips,
         standing: this.standingOf(lp),
       }));
@@ -423,24 +451,31 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
       if (!this.applied && !this.policiesKnown && waiters.length === 0) return;
       const t0 = performance.now();
       const next = buildRuleset(this.model, pods);
-      const script = this.applied ? diffScript(this.applied, next) : fullScript(next);
+      // What no pod uses is collected off the path of a pod's setup and teardown.
+      const collect = this.collectDue && waiters.length === 0;
+      const idle = this.applied && !collect ? keepIdle(this.applied, next) : 0;
+      const commands = this.applied ? diffCommands(this.applied, next) : undefined;
       const t1 = performance.now();
-      const written = !!script && (await this.write(script, next));
+      const written = await this.write(commands, next);
       this.log.debug(
         {
           buildMs: t1 - t0,
           writeMs: performance.now() - t1,
-          commands: script.split("\n").length - 1,
+          commands: commands?.length ?? "whole table",
+          written,
+          idle,
           waiters: this.waiters.length,
         },
         "policy sync",
       );
       if (written) {
         this.applied = next;
+        if (collect) this.collectDue = false;
+        this.collectLater(idle);
         // Off the sync's path: the next change is written while connections are cut.
         if (this.policiesKnown && apiChanged) this.cutSoon();
       }
-      this.o.metrics?.networkPolicySynced("ok", script ? script.split("\n").length - 1 : 0);
+      this.o.metrics?.networkPolicySynced("ok", commands?.length ?? 1);
       for (const w of this.waiters) w.resolve();
       this.waiters = [];
       this.loop.succeeded();
@@ -456,20 +491,50 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   }
 
   /**
-   * Writes one transaction; false when there was nothing to write it to and
-   * nothing to enforce (no nftables: no table was ever made). Any other
-   * failure throws, and the next attempt rewrites the table whole.
+   * Writes one transaction (the whole table when `commands` is undefined):
+   * element changes straight to the kernel when that is all it is, else nft
+   * text. Answers how, or false when there was nothing to write, or nothing
+   * to write it to and nothing to enforce (no nftables: no table was ever
+   * made). Any other failure throws, and the next attempt rewrites the table
+   * whole.
    */
-  private async write(script: string, next: Ruleset): Promise<boolean> {
+  private async write(
+    commands: Command[] | undefined,
+    next: Ruleset,
+  ): Promise<"elements" | "text" | false> {
+    if (commands?.length === 0) return false;
     try {
-      await this.datapath.applyScript(script);
-      return true;
+      const elements = commands && elementsOnly(commands);
+      if (elements && (await this.datapath.applyElements(elements))) return "elements";
+      await this.datapath.applyScript(commands ? scriptOf(commands) : fullScript(next));
+      return "text";
     } catch (err) {
       this.applied = undefined;
       if (!(err instanceof NftError && err.missingTool && enforcesNothing(next))) throw err;
       this.log.warn({ err: err.message }, "nftables is not installed; no pod is isolated yet");
       return false;
     }
+  }
+
+  /**
+   * Chains and sets no pod uses are kept for a while (`keepIdle`), then
+   * collected by a sync of their own: at once when there are many, else
+   * after IDLE_COLLECT_MS.
+   */
+  private collectLater(idle: number): void {
+    if (idle === 0 || this.collectDue) return;
+    if (idle >= IDLE_LIMIT) {
+      this.collectDue = true;
+      this.loop.restart();
+      return;
+    }
+    if (this.collectTimer) return;
+    this.collectTimer = setTimeout(() => {
+      this.collectTimer = undefined;
+      this.collectDue = true;
+      if (this.active && !this.closed) this.loop.restart();
+    }, IDLE_COLLECT_MS);
+    this.collectTimer.unref();
   }
 
   /** Cuts now, or once more after the cut under way: never two at once. */

@@ -1,7 +1,7 @@
 /**
  * NetworkPolicy on this node as nftables, and the change from one ruleset to
  * the next as one transaction that touches only what changed. Pure: the
- * model and the node's pods in, text out.
+ * model and the node's pods in, commands out.
  *
  *   table inet cni-driver-policy
  *     chain egress    hook forward, priority filter: established/related
@@ -9,8 +9,9 @@
  *     chain ingress   hook forward, priority filter + 1: the same, then the
  *                     destination pod's ingress chain (by daddr)
  *     map egress4/6, ingress4/6   a local pod's address → jump to its chain
- *     chain in-<veth>, eg-<veth>  one per isolated pod and direction: a jump
- *                     to each rule that applies to it, `drop` at the end
+ *     chain in-<hash>, eg-<hash>  a jump to each rule that applies to a pod
+ *                     in that direction, `drop` at the end; named by what
+ *                     it holds, so pods the same rules apply to share one
  *     chain r_<rule>  one per rule (per rule and resolved ports, for ingress
  *                     named ports), shared by every pod it applies to: a line
  *                     per port match that accepts (any peer) or jumps to the
@@ -29,9 +30,12 @@
  * through still meets ingress, so a pod-to-pod packet passes both pods'
  * policies. A policy edit rewrites its rule chains only, a pod joining or
  * leaving a peer selection adds or deletes its address: nothing of a change
- * grows with the number of pods a rule applies to. Pod peers are plain hash
- * sets rather than interval sets because nftables (1.0.6) reads back every
- * interval set's elements before any transaction that changes elements.
+ * grows with the number of pods a rule applies to. A new pod whose rules the
+ * node already has is element changes only (`elementsOnly`); what no pod
+ * uses any more stays until the enforcer collects it (`keepIdle`). Pod peers
+ * are plain hash sets rather than interval sets because nftables (1.0.6)
+ * reads back every interval set's elements before any transaction that
+ * changes elements.
  *
  * The forward hook sees pod-to-pod traffic on one bridge too: the bridge
  * passes bridged IP through the IP hooks (nf_call_iptables, bridge.ts), after
@@ -40,7 +44,7 @@
  * forward: it is never filtered here.
  */
 import { createHash } from "node:crypto";
-import { formatRange } from "../../policy/addresses.js";
+import { type AddressRanges, formatRange } from "../../policy/addresses.js";
 import type {
   NamedTarget,
   NumericPort,
@@ -65,8 +69,6 @@ export type PodStanding =
   | { kind: "policy"; policy: PodPolicy };
 
 export interface LocalPodRules {
-  /** The host end of its veth: names its chains. */
-  hostIf: string;
   ips: readonly string[];
   standing: PodStanding;
 }
@@ -80,8 +82,8 @@ interface SetSpec {
 
 export interface Ruleset {
   sets: Map<string, SetSpec>;
-  /** Chain name → its rules, in order. */
-  chains: Map<string, string[]>;
+  /** Chain name → its rules, in order (arrays kept from sync to sync while unchanged). */
+  chains: Map<string, readonly string[]>;
   dispatch: Record<DispatchMap, Map<string, string>>;
 }
 
@@ -98,9 +100,6 @@ function hash(id: string): string {
   }
   return h;
 }
-export const chainName = (direction: Direction, hostIf: string) =>
-  `${direction === "ingress" ? "in" : "eg"}-${hostIf}`;
-
 function portFragments(ports: "any" | NumericPort[]): string[] {
   if (ports === "any") return [""];
   const byProtocol = new Map<Protocol, string[] | "all">();
@@ -143,9 +142,9 @@ class RulesetBuilder {
       else {
         const rules = pod.standing.policy[direction];
         if (!rules) continue;
-        chain = chainName(direction, pod.hostIf);
-        const jumps = new Set(rules.map((r) => `jump ${this.ruleChain(r, direction)}`));
-        this.out.chains.set(chain, [...jumps, "drop"]);
+        const shared = this.podChain(rules, direction);
+        chain = shared.name;
+        this.out.chains.set(chain, shared.lines);
       }
       for (const ip of pod.ips) {
         const map: DispatchMap = `${direction}${ip.includes(":") ? "6" : "4"}`;
@@ -154,19 +153,38 @@ class RulesetBuilder {
     }
   }
 
+  /**
+   * The chain a pod's verdicts jump to in a direction: a jump to each of its
+   * rules' chains, then `drop`, named by what it holds. Pods that the same
+   * rules apply to (a Deployment's, mostly) share it, so a new pod under
+   * rules the node already has is elements only: its verdicts and its
+   * address in the peer sets. Kept with the pod's rule list (the model's,
+   * unchanged until a policy changes), as the rules' own chains are.
+   */
+  private podChain(rules: readonly PodRule[], direction: Direction): PodChain {
+    let chain = podChains.get(rules);
+    if (!chain) {
+      const jumps = new Set(rules.map((r) => `jump ${this.ruleChain(r, direction)}`));
+      const lines = [...jumps, "drop"];
+      const name = `${direction === "ingress" ? "in" : "eg"}-${hash(lines.join(";"))}`;
+      chain = { name, lines };
+      podChains.set(rules, chain);
+    } else for (const r of rules) this.ruleChain(r, direction);
+    return chain;
+  }
+
   /** The rule's chain, written once per ruleset however many pods jump to it. */
   private ruleChain(rule: PodRule, direction: Direction): string {
-    const ports = portFragments(rule.ports);
-    const name = `r_${hash(rule.perPod ? `${rule.id}|${ports.join(";")}` : rule.id)}`;
-    if (this.out.chains.has(name)) return name;
-    const field = direction === "ingress" ? "saddr" : "daddr";
-    // The port first: a packet for another port leaves the line before any set lookup.
-    const then = rule.anyPeer ? "accept" : `jump ${this.peerChain(rule.id, field)}`;
-    const lines = ports.map((port) => `${port ? `${port} ` : ""}${then}`);
-    if (direction === "egress" && rule.portNames.length > 0)
-      lines.push(`jump ${this.targetChain(rule.id, rule.portNames)}`);
-    this.out.chains.set(name, lines);
-    return name;
+    let shape = ruleShapes.get(rule);
+    if (!shape) {
+      shape = ruleShape(rule, direction);
+      ruleShapes.set(rule, shape);
+    }
+    if (this.out.chains.has(shape.name)) return shape.name;
+    this.out.chains.set(shape.name, shape.lines);
+    if (shape.peers) this.peerChain(rule.id, shape.peers);
+    if (shape.targets) this.targetChain(rule.id, rule.portNames, shape.targets);
+    return shape.name;
   }
 
   /**
@@ -175,22 +193,12 @@ class RulesetBuilder {
    * being added names: kept apart, a port edit rewrites lines that name no
    * set, and this chain changes only when the peers' kinds do.
    */
-  private peerChain(ruleId: string, field: "saddr" | "daddr"): string {
-    const name = `k_${hash(ruleId)}`;
-    if (!this.out.chains.has(name))
-      this.out.chains.set(
-        name,
-        this.peerFragments(ruleId, field).map((f) => `${f} accept`),
-      );
-    return name;
-  }
-
-  /** The rule's peer sets: pod addresses (always both families) and ipBlocks (where any). */
-  private peerFragments(ruleId: string, field: "saddr" | "daddr"): string[] {
-    const out: string[] = [];
+  private peerChain(ruleId: string, chain: RuleShape["peers"] & {}): void {
+    if (this.out.chains.has(chain.name)) return;
     const h = hash(ruleId);
     const pods = this.model.hasPodPeers(ruleId) ? this.model.peerPodAddresses(ruleId) : undefined;
     const blocks = this.model.peerBlocks(ruleId);
+    const lines: string[] = [];
     for (const family of [4, 6] as const) {
       const ip = family === 4 ? "ip" : "ip6";
       const type = family === 4 ? "ipv4_addr" : "ipv6_addr";
@@ -198,41 +206,107 @@ class RulesetBuilder {
       if (pods) {
         const name = `p_${h}_${family}`;
         this.out.sets.set(name, { type, interval: false, chunks: pods[`v${family}`] });
-        out.push(`${ip} ${field} @${name}`);
+        lines.push(`${ip} ${chain.field} @${name} accept`);
       }
       const ranges = blocks[`v${family}`];
       if (ranges.length > 0) {
         const name = `b_${h}_${family}`;
-        this.out.sets.set(name, {
-          type,
-          interval: true,
-          chunks: [ranges.map((r) => formatRange(r, family))],
-        });
-        out.push(`${ip} ${field} @${name}`);
+        this.out.sets.set(name, { type, interval: true, chunks: blockChunks(blocks, family) });
+        lines.push(`${ip} ${chain.field} @${name} accept`);
       }
     }
-    return out;
+    // The same lines as last time are the same array: diffScript compares them by identity first.
+    const before = peerLines.get(chain.name);
+    if (before && sameList(before, lines)) this.out.chains.set(chain.name, before);
+    else {
+      // Bounded like `hashes`: rules come and go for as long as the driver runs.
+      if (peerLines.size >= 100_000) peerLines.clear();
+      peerLines.set(chain.name, lines);
+      this.out.chains.set(chain.name, lines);
+    }
   }
 
   /** An egress rule's named ports as resolved on its peers: a chain of its own, as peerChain. */
-  private targetChain(ruleId: string, names: readonly PortName[]): string {
-    const h = hash(`${ruleId}|${names.map((n) => `${n.protocol}/${n.name}`).join(",")}`);
-    const name = `n_${h}`;
-    if (this.out.chains.has(name)) return name;
+  private targetChain(ruleId: string, names: readonly PortName[], chain: TargetChain): void {
+    if (this.out.chains.has(chain.name)) return;
     const chunks = this.model.namedTargetChunks(ruleId, names).map(targetElements);
-    const lines: string[] = [];
-    for (const family of [4, 6] as const) {
-      const set = `t_${h}_${family}`;
+    chain.sets.forEach((set, i) => {
+      const family = i === 0 ? "v4" : "v6";
       this.out.sets.set(set, {
-        type: `${family === 4 ? "ipv4_addr" : "ipv6_addr"} . inet_proto . inet_service`,
+        type: `${family === "v4" ? "ipv4_addr" : "ipv6_addr"} . inet_proto . inet_service`,
         interval: false,
-        chunks: chunks.map((c) => c[`v${family}`]).filter((c) => c.length > 0),
+        chunks: chunks.map((c) => c[family]).filter((c) => c.length > 0),
       });
-      lines.push(`${family === 4 ? "ip" : "ip6"} daddr . meta l4proto . th dport @${set} accept`);
-    }
-    this.out.chains.set(name, lines);
-    return name;
+    });
+    this.out.chains.set(chain.name, chain.lines);
   }
+}
+
+interface TargetChain {
+  name: string;
+  sets: [string, string];
+  lines: readonly string[];
+}
+
+/** What a rule's chains are named and hold, fixed for the PodRule's life. */
+interface RuleShape {
+  name: string;
+  lines: readonly string[];
+  /** The peer chain its lines jump to, unless any peer is allowed. */
+  peers?: { name: string; field: "saddr" | "daddr" };
+  /** An egress rule's named-port chain. */
+  targets?: TargetChain;
+}
+
+/**
+ * Kept per PodRule and pod rule list: the model hands out the same objects
+ * until a policy changes, so a sync for a pod event works none of this out
+ * again. Weak: a replaced rule's entries go with it.
+ */
+const ruleShapes = new WeakMap<PodRule, RuleShape>();
+interface PodChain {
+  name: string;
+  lines: readonly string[];
+}
+const podChains = new WeakMap<readonly PodRule[], PodChain>();
+/** A peer chain's last lines by name. */
+const peerLines = new Map<string, string[]>();
+
+function ruleShape(rule: PodRule, direction: Direction): RuleShape {
+  const ports = portFragments(rule.ports);
+  const name = `r_${hash(rule.perPod ? `${rule.id}|${ports.join(";")}` : rule.id)}`;
+  const field = direction === "ingress" ? "saddr" : "daddr";
+  const peers = rule.anyPeer ? undefined : ({ name: `k_${hash(rule.id)}`, field } as const);
+  // The port first: a packet for another port leaves the line before any set lookup.
+  const then = peers ? `jump ${peers.name}` : "accept";
+  const lines = ports.map((port) => `${port ? `${port} ` : ""}${then}`);
+  let targets: TargetChain | undefined;
+  if (direction === "egress" && rule.portNames.length > 0) {
+    const h = hash(`${rule.id}|${rule.portNames.map((n) => `${n.protocol}/${n.name}`).join(",")}`);
+    targets = {
+      name: `n_${h}`,
+      sets: [`t_${h}_4`, `t_${h}_6`],
+      lines: [4, 6].map(
+        (f) => `${f === 4 ? "ip" : "ip6"} daddr . meta l4proto . th dport @t_${h}_${f} accept`,
+      ),
+    };
+    lines.push(`jump ${targets.name}`);
+  }
+  return { name, lines, ...(peers ? { peers } : {}), ...(targets ? { targets } : {}) };
+}
+
+/** A rule's ipBlocks as one chunk per family, formatted once (they are fixed for the rule's life). */
+const formattedBlocks = new WeakMap<AddressRanges, { v4: string[][]; v6: string[][] }>();
+function blockChunks(blocks: AddressRanges, family: 4 | 6): ReadonlyArray<readonly string[]> {
+  let out = formattedBlocks.get(blocks);
+  if (!out) {
+    out = {
+      v4: [blocks.v4.map((r) => formatRange(r, 4))],
+      v6: [blocks.v6.map((r) => formatRange(r, 6))],
+    };
+    formattedBlocks.set(blocks, out);
+  }
+  return out[`v${family}`];
 }
 
 /** A chunk of named targets as set elements by family, kept as long as the chunk is. */
@@ -340,8 +414,48 @@ function elementDelta(prev: SetSpec, next: SetSpec): { gone: string[]; added: st
 const sameChunks = (a: SetSpec, b: SetSpec) =>
   a.chunks.length === b.chunks.length && a.chunks.every((c, i) => c === b.chunks[i]);
 
+/**
+ * An element change of a plain address set or a verdict map: the changes a
+ * pod's setup and teardown mostly are, which the kernel datapath can write
+ * without libnftables (see enforcer.ts).
+ */
+export interface ElementChange {
+  op: "add" | "delete";
+  set: string;
+  /** The set's key type: an address, or an address . protocol . port (`t_` sets). */
+  keyType: string;
+  /** As nft writes them: `10.0.0.1`, or `10.0.0.1 . tcp . 8080`. */
+  keys: readonly string[];
+  /** A verdict map's: the chain each key jumps to. */
+  jumps?: readonly string[];
+}
+
+/** One command of a change: nft text, or an element change (written as text where text is). */
+export type Command = string | ElementChange;
+
+/** The change as an nft script. */
+export function scriptOf(commands: readonly Command[]): string {
+  if (commands.length === 0) return "";
+  const text = commands.map((c) => {
+    if (typeof c === "string") return c;
+    const els = c.jumps ? c.keys.map((k, i) => `${k} : jump ${c.jumps?.[i]}`) : c.keys;
+    return `${c.op} element ${T} ${c.set} ${braced(els)}`;
+  });
+  return `${text.join("\n")}\n`;
+}
+
+/** The change's element changes when that is all it is; undefined when some command is text. */
+export function elementsOnly(commands: readonly Command[]): ElementChange[] | undefined {
+  const out: ElementChange[] = [];
+  for (const c of commands) {
+    if (typeof c === "string") return undefined;
+    out.push(c);
+  }
+  return out;
+}
+
 /** The commands that bring one set from `old` (undefined: new) to `s`. */
-function setCommands(name: string, old: SetSpec | undefined, s: SetSpec): string[] {
+function setCommands(name: string, old: SetSpec | undefined, s: SetSpec): Command[] {
   if (old && sameChunks(old, s)) return [];
   if (!old) {
     const els = elementsOf(s);
@@ -361,41 +475,49 @@ function setCommands(name: string, old: SetSpec | undefined, s: SetSpec): string
     ];
   }
   const { gone, added } = elementDelta(old, s);
+  const change = (op: "add" | "delete", keys: string[]): Command => ({
+    op,
+    set: name,
+    keyType: s.type,
+    keys,
+  });
   return [
-    ...(gone.length ? [`delete element ${T} ${name} ${braced(gone)}`] : []),
-    ...(added.length ? [`add element ${T} ${name} ${braced(added)}`] : []),
+    ...(gone.length ? [change("delete", gone)] : []),
+    ...(added.length ? [change("add", added)] : []),
   ];
 }
 
 /**
- * The commands that turn `prev` into `next`, touching only what differs; ""
- * when nothing does. Order matters within the transaction: sets exist before
- * rules name them, chains before rules jump to them, and what goes is
+ * The commands that turn `prev` into `next`, touching only what differs;
+ * none when nothing does. Order matters within the transaction: sets exist
+ * before rules name them, chains before rules jump to them, and what goes is
  * unreferenced before it is deleted.
  */
-export function diffScript(prev: Ruleset, next: Ruleset): string {
-  const out: string[] = [];
+export function diffCommands(prev: Ruleset, next: Ruleset): Command[] {
+  const out: Command[] = [];
   for (const [name, s] of next.sets) out.push(...setCommands(name, prev.sets.get(name), s));
   for (const name of next.chains.keys()) {
     if (!prev.chains.has(name)) out.push(`add chain ${T} ${name}`);
   }
   for (const [name, rules] of next.chains) {
     const old = prev.chains.get(name);
-    if (old && sameList(old, rules)) continue;
+    if (old === rules || (old && sameList(old, rules))) continue;
     if (old) out.push(`flush chain ${T} ${name}`);
     for (const l of rules) out.push(`add rule ${T} ${name} ${l}`);
   }
   for (const m of DISPATCH_MAPS) {
-    const gone = new Map<string, string>();
+    const gone: string[] = [];
     const added = new Map<string, string>();
     for (const [ip, chain] of prev.dispatch[m]) {
-      if (next.dispatch[m].get(ip) !== chain) gone.set(ip, chain);
+      if (next.dispatch[m].get(ip) !== chain) gone.push(ip);
     }
     for (const [ip, chain] of next.dispatch[m]) {
       if (prev.dispatch[m].get(ip) !== chain) added.set(ip, chain);
     }
-    if (gone.size) out.push(`delete element ${T} ${m} ${braced([...gone.keys()])}`);
-    if (added.size) out.push(`add element ${T} ${m} ${verdicts(added)}`);
+    const keyType = mapType(m);
+    if (gone.length) out.push({ op: "delete", set: m, keyType, keys: gone });
+    if (added.size)
+      out.push({ op: "add", set: m, keyType, keys: [...added.keys()], jumps: [...added.values()] });
   }
   // Every chain that goes is emptied before any is deleted: one may jump to another.
   const goneChains = [...prev.chains.keys()].filter((name) => !next.chains.has(name));
@@ -404,10 +526,33 @@ export function diffScript(prev: Ruleset, next: Ruleset): string {
   for (const name of prev.sets.keys()) {
     if (!next.sets.has(name)) out.push(`delete set ${T} ${name}`);
   }
-  return out.length ? `${out.join("\n")}\n` : "";
+  return out;
 }
 
-/** What a change touched, for the log and the metrics. */
-export function countChanges(script: string): number {
-  return script ? script.split("\n").filter(Boolean).length : 0;
+/** diffCommands as an nft script; "" when nothing differs. */
+export function diffScript(prev: Ruleset, next: Ruleset): string {
+  return scriptOf(diffCommands(prev, next));
+}
+
+/**
+ * Keeps in `next` what `prev` has and `next` no longer uses (the chains and
+ * sets of rules no pod of the node has now): deleting costs a transaction
+ * that nftables 1.0.6 makes read back every set element of the table, while
+ * a pod of the same kind may well come back soon. Unreferenced, they are
+ * inert; their sets are not kept up to date, and the diff that uses them
+ * again brings them up to date. Answers how many it kept.
+ */
+export function keepIdle(prev: Ruleset, next: Ruleset): number {
+  let kept = 0;
+  for (const [name, rules] of prev.chains) {
+    if (next.chains.has(name)) continue;
+    next.chains.set(name, rules);
+    kept++;
+  }
+  for (const [name, set] of prev.sets) {
+    if (next.sets.has(name)) continue;
+    next.sets.set(name, set);
+    kept++;
+  }
+  return kept;
 }
