@@ -787,11 +787,18 @@ function podIngressChain(ctx: Ctx, ip: string): string {
   return r.status === 0 && chain ? listChain(ctx, chain) : "";
 }
 
-/** A pod's ingress chain and the rule chains it jumps to, listed one after the other. */
+/** The rule chains a pod chain reaches: its jumps, in its port map too, and through `q_` chains. */
+function ruleChainsOf(ctx: Ctx, podChain: string): string[] {
+  const jumps = (text: string, prefix: string) =>
+    [...text.matchAll(new RegExp(`jump (${prefix}_\\w+)`, "g"))].map((m) => m[1] as string);
+  const fanned = jumps(podChain, "q").flatMap((q) => jumps(listChain(ctx, q), "r"));
+  return [...new Set([...jumps(podChain, "r"), ...fanned])];
+}
+
+/** A pod's ingress chain and the rule chains it reaches, listed one after the other. */
 function listIngress(ctx: Ctx, ip: string): string {
   const own = podIngressChain(ctx, ip);
-  const jumps = [...own.matchAll(/jump (r_\w+)/g)].map((m) => m[1] as string);
-  return [own, ...jumps.map((c) => listChain(ctx, c))].join("\n");
+  return [own, ...ruleChainsOf(ctx, own).map((c) => listChain(ctx, c))].join("\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -1312,9 +1319,7 @@ async function throughputPart(ctx: Ctx): Promise<string[]> {
     check(client, selected, true, "policies");
     check(intruder, selected, false, "policies");
     check(intruder, open, true, "policies");
-    const rules = podIngressChain(ctx, selected.ip as string)
-      .split("\n")
-      .filter((l) => l.includes("jump r_")).length;
+    const rules = ruleChainsOf(ctx, podIngressChain(ctx, selected.ip as string)).length;
     if (rules < TRAFFIC_POLICIES)
       ctx.failures.push(
         `throughput: the server's chain has ${rules} rules, not ${TRAFFIC_POLICIES}`,

@@ -244,6 +244,39 @@ describe("network policy: the nftables table, whole and by diffs", function () {
     step();
   });
 
+  it("many single-port rules: one map of protocol . port, a q_ chain where two share a port", () => {
+    const ports = [
+      ["TCP", 80],
+      ["TCP", 80],
+      ["TCP", 81],
+      ["UDP", 53],
+      ["SCTP", 9000],
+    ] as const;
+    ports.forEach(([protocol, port], i) => {
+      model.upsertPolicy({
+        namespace: "x",
+        name: `single-${i}`,
+        podSelector: { matchLabels: { pod: "a" } },
+        ingress: [
+          {
+            peers: [{ podSelector: { matchLabels: { pod: `p${i}` } } }],
+            ports: [{ protocol, port }],
+          },
+        ],
+      });
+    });
+    step();
+    const text = nft(byDiff, ["list", "table", "inet", POLICY_TABLE]);
+    const map = /meta l4proto \. th dport vmap \{([^}]*)\}/.exec(text)?.[1] ?? "";
+    expect(map).to.match(/tcp \. 80 : jump q_\w+/);
+    expect(map).to.match(/udp \. 53 : jump r_\w+/);
+    expect(map).to.match(/sctp \. 9000 : jump r_\w+/);
+    expect(text).to.match(/chain q_\w+ \{\s*jump r_\w+\s*jump r_\w+\s*\}/);
+    for (let i = 0; i < ports.length; i++) model.deletePolicy("x", `single-${i}`);
+    step();
+    expect(nft(byDiff, ["list", "table", "inet", POLICY_TABLE])).not.to.include("vmap {");
+  });
+
   it("a label change moves a pod out of the policy: its chains and verdicts go", () => {
     model.upsertPod(pod("x", "a", ["10.244.1.2", "fd00:1::2"], { pod: "z" }));
     const script = step();

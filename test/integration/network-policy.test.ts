@@ -656,6 +656,35 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
     await validate(yOnly().expect(XB, XA, true), 80);
   });
 
+  it("seven single-port rules reach x/a through one port map (two share port 80): each admits only its peers on its port", async () => {
+    const rule = (name: string, ns: string, protocol: "TCP" | "UDP", port: number) =>
+      networkPolicy("x", name, {
+        podSelector: { matchLabels: { pod: "a" } },
+        ingress: [
+          { from: [{ namespaceSelector: { matchLabels: { ns } } }], ports: [{ protocol, port }] },
+        ],
+      });
+    putPolicy(rule("x-a-y-80", "y", "TCP", 80));
+    putPolicy(rule("x-a-z-80", "z", "TCP", 80));
+    putPolicy(rule("x-a-z-81", "z", "TCP", 81));
+    putPolicy(rule("x-a-y-81-udp", "y", "UDP", 81));
+    for (const port of [8080, 8081, 8082]) putPolicy(rule(`x-a-x-${port}`, "x", "TCP", port));
+    const only = (...namespaces: string[]) => {
+      const r = new Reachability().expectAllIngress(XA, false);
+      for (const ns of namespaces)
+        r.expectPeer({ namespace: ns }, { namespace: "x", pod: "a" }, true);
+      return r;
+    };
+    await validate(only("y", "z"), 80);
+    await validate(only("z"), 81);
+    await validate(only("y"), 81, "UDP");
+    await validate(only(), 80, "UDP");
+    // What made it so: x/a's ingress chain looks the port up in a map, and port 80 fans out.
+    const node = member(XA).node.netns;
+    const table = inNs(node, ["nft", "list", "table", "inet", POLICY_TABLE]).stdout;
+    expect(table).to.match(/meta l4proto \. th dport vmap \{[^}]*tcp \. 80 : jump q_\w+/);
+  });
+
   it("a policy updated in the API changes the matrix; deleted, everything is open again", async () => {
     const fromNs = (ns: string) =>
       networkPolicy("x", "x-a-from-ns", {

@@ -9,9 +9,12 @@
  *     chain ingress   hook forward, priority filter + 1: the same, then the
  *                     destination pod's ingress chain (by daddr)
  *     map egress4/6, ingress4/6   a local pod's address → jump to its chain
- *     chain in-<hash>, eg-<hash>  a jump to each rule that applies to a pod
- *                     in that direction, `drop` at the end; named by what
- *                     it holds, so pods the same rules apply to share one
+ *     chain in-<hash>, eg-<hash>  the rules that apply to a pod in that
+ *                     direction: those on single ports through one map of
+ *                     protocol . port → rule chain (or a `q_` chain jumping
+ *                     to the rules sharing that port), a jump to each of
+ *                     the others, `drop` at the end; named by what it
+ *                     holds, so pods the same rules apply to share one
  *     chain r_<rule>  one per rule (per rule and resolved ports, for ingress
  *                     named ports), shared by every pod it applies to: a line
  *                     per port match that accepts (any peer) or jumps to the
@@ -164,13 +167,57 @@ class RulesetBuilder {
   private podChain(rules: readonly PodRule[], direction: Direction): PodChain {
     let chain = podChains.get(rules);
     if (!chain) {
-      const jumps = new Set(rules.map((r) => `jump ${this.ruleChain(r, direction)}`));
-      const lines = [...jumps, "drop"];
-      const name = `${direction === "ingress" ? "in" : "eg"}-${hash(lines.join(";"))}`;
-      chain = { name, lines };
+      chain = this.workOutPodChain(rules, direction);
       podChains.set(rules, chain);
     } else for (const r of rules) this.ruleChain(r, direction);
+    for (const [name, lines] of chain.fanOuts) this.out.chains.set(name, lines);
     return chain;
+  }
+
+  /**
+   * Rules whose ports are single numbers are reached through one verdict map
+   * keyed by protocol and destination port, once a pod has PORT_MAP_MIN such
+   * ports: a connection's first packet meets one lookup, not every rule in
+   * turn (100 policies selecting a pod were 100 jumps). Rules with a range,
+   * a whole protocol, any port or named egress ports are jumped to in turn.
+   * A port several rules name leads to a `q_` chain that jumps to each. The
+   * rule chains check the port again: harmless, and they stay shared.
+   */
+  private workOutPodChain(rules: readonly PodRule[], direction: Direction): PodChain {
+    const byPort = new Map<string, Set<string>>();
+    const direct = new Set<string>();
+    for (const r of rules) {
+      const name = this.ruleChain(r, direction);
+      const keys = portKeys(r);
+      if (!keys) direct.add(name);
+      for (const key of keys ?? []) {
+        const names = byPort.get(key) ?? new Set<string>();
+        byPort.set(key, names.add(name));
+      }
+    }
+    const fanOuts: Array<[string, readonly string[]]> = [];
+    const entries: string[] = [];
+    if (byPort.size < PORT_MAP_MIN) {
+      for (const names of byPort.values()) for (const n of names) direct.add(n);
+    } else {
+      for (const key of [...byPort.keys()].sort()) {
+        const names = [...(byPort.get(key) as Set<string>)].sort();
+        let target = names[0] as string;
+        if (names.length > 1) {
+          const lines = names.map((n) => `jump ${n}`);
+          target = `q_${hash(lines.join(";"))}`;
+          fanOuts.push([target, lines]);
+        }
+        entries.push(`${key} : jump ${target}`);
+      }
+    }
+    const lines = [
+      ...(entries.length > 0 ? [`meta l4proto . th dport vmap { ${entries.join(", ")} }`] : []),
+      ...[...direct].map((n) => `jump ${n}`),
+      "drop",
+    ];
+    const name = `${direction === "ingress" ? "in" : "eg"}-${hash(lines.join(";"))}`;
+    return { name, lines, fanOuts };
   }
 
   /** The rule's chain, written once per ruleset however many pods jump to it. */
@@ -267,6 +314,27 @@ const ruleShapes = new WeakMap<PodRule, RuleShape>();
 interface PodChain {
   name: string;
   lines: readonly string[];
+  /** The `q_` chains its port map leads to, where several rules share a port. */
+  fanOuts: ReadonlyArray<[string, readonly string[]]>;
+}
+
+/** How many single ports a pod's rules name before they are reached through a map. */
+const PORT_MAP_MIN = 4;
+
+/**
+ * A rule's `protocol . port` keys when every port it names is one number;
+ * undefined when it must be jumped to in turn (any port, a range, a whole
+ * protocol, named egress ports). No ports at all (a name this pod lacks):
+ * no key, and the rule is never reached, as it matches nothing.
+ */
+function portKeys(rule: PodRule): string[] | undefined {
+  if (rule.ports === "any" || rule.portNames.length > 0) return undefined;
+  const keys: string[] = [];
+  for (const p of rule.ports) {
+    if (p.port === undefined || p.endPort !== undefined) return undefined;
+    keys.push(`${proto(p.protocol)} . ${p.port}`);
+  }
+  return keys;
 }
 const podChains = new WeakMap<readonly PodRule[], PodChain>();
 /** A peer chain's last lines by name. */
