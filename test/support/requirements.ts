@@ -27,6 +27,15 @@ export function requireCommand(ctx: Mocha.Context, command: string, pkg: string)
   }
 }
 
+/** The repository's history (a clone, not an exported tree): what a release's commit is found in. */
+export function requireGitHistory(ctx: Mocha.Context, root: string): void {
+  try {
+    execFileSync("git", ["-C", root, "rev-parse", "--git-dir"], { stdio: "ignore" });
+  } catch {
+    missing(ctx, `the git history of ${root} (a clone of the repository; Debian package git)`);
+  }
+}
+
 export const REFERENCE_PLUGIN_DIR = "/usr/lib/cni";
 
 export function requireReferencePlugins(ctx: Mocha.Context, ...plugins: string[]): void {

@@ -1,0 +1,92 @@
+/**
+ * CHANGELOG.md: the releases, newest first, each naming the commit it was cut
+ * from, and the version in package.json (which the driver reports) being the
+ * newest release's. A later upgrade test builds an earlier release from the
+ * commit named here, so each must be in the repository's history.
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { expect } from "chai";
+import { driverVersion } from "../../src/driver/lifecycle/daemon.js";
+import { REPO_ROOT } from "../support/driver-harness.js";
+import { requireGitHistory } from "../support/requirements.js";
+
+interface Release {
+  version: string;
+  date: string;
+  commit: string | undefined;
+}
+
+/** The `## <version> — <date>` sections and the `Commit: <sha>` line of each. */
+function releases(text: string): { unreleased: boolean; releases: Release[] } {
+  const out: Release[] = [];
+  let unreleased = false;
+  for (const section of text.split(/^## /m).slice(1)) {
+    const [heading = "", ...body] = section.split("\n");
+    if (heading.trim() === "Unreleased") {
+      unreleased = out.length === 0;
+      continue;
+    }
+    const m = /^(\d+\.\d+\.\d+) — (\d{4}-\d{2}-\d{2})$/.exec(heading.trim());
+    if (!m)
+      throw new Error(
+        `CHANGELOG.md: a heading that is neither "Unreleased" nor "<version> — <date>": ${heading}`,
+      );
+    const commit = body.map((l) => /^Commit: (\S+)$/.exec(l)?.[1]).find(Boolean);
+    out.push({ version: m[1] as string, date: m[2] as string, commit });
+  }
+  return { unreleased, releases: out };
+}
+
+const semver = (v: string) => v.split(".").map(Number) as [number, number, number];
+const newer = (a: string, b: string) => {
+  const [x, y] = [semver(a), semver(b)];
+  for (let i = 0; i < 3; i++) if (x[i] !== y[i]) return (x[i] as number) > (y[i] as number);
+  return false;
+};
+
+describe("CHANGELOG.md: releases and the commits they were cut from", () => {
+  const text = readFileSync(join(REPO_ROOT, "CHANGELOG.md"), "utf8");
+  const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+    version: string;
+  };
+  const { unreleased, releases: list } = releases(text);
+
+  it("lists releases newest first, by version and by date, with Unreleased (if any) on top", () => {
+    expect(list.length, "releases").to.be.at.least(1);
+    for (let i = 1; i < list.length; i++) {
+      const [later, earlier] = [list[i - 1] as Release, list[i] as Release];
+      expect(
+        newer(later.version, earlier.version),
+        `${later.version} after ${earlier.version}`,
+      ).to.equal(true);
+      expect(later.date >= earlier.date, `${later.version}'s date`).to.equal(true);
+    }
+    expect(unreleased || !text.includes("## Unreleased"), "Unreleased comes first").to.equal(true);
+  });
+
+  it("the newest release is package.json's version, the one the driver reports", () => {
+    expect((list[0] as Release).version).to.equal(pkg.version);
+    expect(driverVersion()).to.equal(pkg.version);
+  });
+
+  it("every release names a whole commit id that is in the repository's history", function () {
+    for (const r of list) expect(r.commit, `${r.version}'s commit`).to.match(/^[0-9a-f]{40}$/);
+    requireGitHistory(this, REPO_ROOT);
+    for (const r of list) {
+      const kind = execFileSync("git", ["-C", REPO_ROOT, "cat-file", "-t", r.commit as string], {
+        encoding: "utf8",
+      }).trim();
+      expect(kind, `${r.version}: ${r.commit}`).to.equal("commit");
+    }
+  });
+
+  it("refuses a changelog it cannot read: a heading of neither kind", () => {
+    expect(() => releases("## 1.0\n")).to.throw(/neither "Unreleased" nor/);
+    expect(releases("## Unreleased\n\n## 0.2.0 — 2026-12-01\nCommit: abc\n")).to.deep.equal({
+      unreleased: true,
+      releases: [{ version: "0.2.0", date: "2026-12-01", commit: "abc" }],
+    });
+  });
+});
