@@ -7,6 +7,7 @@
  * Everything a run makes carries its random tag, so its cleanup finds by name
  * whatever a failure or a signal left behind.
  */
+
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, cpus, release, tmpdir } from "node:os";
@@ -14,6 +15,7 @@ import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { execaSync } from "execa";
+import { messageOf } from "../src/common/errors.js";
 import { runProcess, spawnBackend } from "../src/driver/chain/plugin-process.js";
 import type { PodRequest } from "../src/wire/types.js";
 import { DriverHarness } from "../test/support/driver-harness.js";
@@ -503,7 +505,7 @@ export class BenchRun {
       await fn();
       return performance.now() - t0;
     } catch (err) {
-      this.failures.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
+      this.failures.push(`${what}: ${messageOf(err)}`);
       if (this.failures.length > MAX_FAILURES) this.stopping = true;
       return undefined;
     }

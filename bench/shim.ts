@@ -28,9 +28,11 @@
  * namespaces, veths, leases) carries a random tag and is removed at the end,
  * also on failure or Ctrl-C.
  */
+
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseCniArgs } from "../src/cni/args.js";
+import { messageOf } from "../src/common/errors.js";
 import { API_VERSION, type PodRequest } from "../src/wire/types.js";
 import { type DriverHarness, sleep } from "../test/support/driver-harness.js";
 import { elfLinkage } from "../test/support/elf.js";
@@ -296,7 +298,7 @@ function measureRss(shim: string, s: Session): { rss: RssSamples; why?: string }
     }
     return { rss };
   } catch (err) {
-    return { rss, why: err instanceof Error ? err.message : String(err) };
+    return { rss, why: messageOf(err) };
   }
 }
 

@@ -10,6 +10,7 @@
  * with their keys sorted at every level. libcni turns the result into a map
  * before writing it, so its keys are sorted too.
  */
+import { isObject } from "../common/json.js";
 import { CniError, ErrorCode } from "./errors.js";
 import { compareGoStrings, goTypeName, marshalGoStruct, utf8Bytes, utf8Text } from "./go-json.js";
 
@@ -57,10 +58,6 @@ export interface LegacyCachedResult {
 }
 
 export type CacheEntry = CachedAttachment | LegacyCachedResult;
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 function unreadable(detail: string): CniError {
   return new CniError(

@@ -16,6 +16,7 @@
  * the key is known, its value is wrong; and the JSON itself decoded fine, so
  * it is not code 6 either.
  */
+import { isObject } from "../common/json.js";
 import { CniError, ErrorCode } from "./errors.js";
 
 /** The capabilities of the conventions that the driver knows by shape. */
@@ -101,10 +102,6 @@ export function findKeyIgnoringCase(obj: object, key: string): string | undefine
   if (Object.hasOwn(obj, key)) return key;
   const lower = key.toLowerCase();
   return Object.keys(obj).find((k) => k.toLowerCase() === lower);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function describe(value: unknown): string {

@@ -9,6 +9,7 @@
  * Codes: undecodable JSON 6, an unsupported version 1, anything else wrong
  * with the config 7.
  */
+import { isObject } from "../common/json.js";
 import { CniError, ErrorCode } from "./errors.js";
 import { goTypeName, marshalGoValue, utf8Bytes, utf8Text } from "./go-json.js";
 import { validateNetworkName } from "./names.js";
@@ -60,10 +61,6 @@ const CONF = "error parsing configuration";
 
 function invalid(msg: string): CniError {
   return new CniError(ErrorCode.InvalidNetworkConfig, msg);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function deepFreeze<T>(value: T): T {

@@ -4,6 +4,8 @@
  * sees the code it expects (cni-spec §4).
  */
 
+import { messageOf } from "../common/errors.js";
+
 /** Error codes of the CNI specification (SPEC.md "Error" section). */
 export const ErrorCode = {
   IncompatibleVersion: 1,
@@ -79,7 +81,7 @@ export class CniError extends Error {
   /** Wraps anything thrown into a CniError, keeping a CniError as it is. */
   static from(err: unknown, code: ErrorCodeValue = ErrorCode.Internal): CniError {
     if (err instanceof CniError) return err;
-    const msg = err instanceof Error ? err.message : String(err);
+    const msg = messageOf(err);
     return new CniError(code, msg);
   }
 }

@@ -9,6 +9,7 @@
  * libcni now sends both (containernetworking/cni#1101, #1103). Both are read
  * and both are written.
  */
+import { isObject } from "../common/json.js";
 import { findKeyIgnoringCase } from "./capabilities.js";
 import type { NetworkConfigList } from "./conflist.js";
 import { CniError, ErrorCode } from "./errors.js";
@@ -30,10 +31,6 @@ export interface AttachmentRef {
   containerId: string;
   ifName: string;
   networkName: string;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function decodeFailure(msg: string): CniError {

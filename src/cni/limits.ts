@@ -2,10 +2,11 @@
  * How long each field of a CNI call may be, and how a bad value is echoed in
  * an error. Past a limit the answer is code 4 (an invalid environment
  * variable, as the field would be for an exec'd plugin), and an error echoes
- * at most ECHO_BYTES of any value, so a hostile 3 MB container id is answered
- * in a few hundred bytes. The limits are documented in docs/limits.md; the
- * shim applies the same ones before it forwards a call.
+ * at most ECHO_BYTES (src/common/cut-short.ts) of any value, so a hostile 3 MB
+ * container id is answered in a few hundred bytes. The limits are documented
+ * in docs/limits.md; the shim applies the same ones before it forwards a call.
  */
+import { cutAt } from "../common/cut-short.js";
 import { CniError, ErrorCode } from "./errors.js";
 
 /** IFNAMSIZ (16) less the terminating NUL; the kernel counts bytes, not characters. */
@@ -33,9 +34,6 @@ export const MAX_CNI_ARGS_BYTES = 64 * 1024;
 /** A plugin's config on stdin, prevResult and runtimeConfig included. */
 export const MAX_STDIN_CONFIG_BYTES = 1024 * 1024;
 
-/** How much of a bad value an error message quotes. */
-export const ECHO_BYTES = 64;
-
 /**
  * A value quoted for an error message: JSON-quoted whole when it has at most
  * ECHO_BYTES bytes of UTF-8; else its first ECHO_BYTES bytes (cut back to a
@@ -44,24 +42,6 @@ export const ECHO_BYTES = 64;
 export function echo(value: string): string {
   const cut = cutAt(value);
   return cut ? `${JSON.stringify(cut.head)}… (${cut.bytes} bytes)` : JSON.stringify(value);
-}
-
-/** As echo, without the quotes: for a field of a log line, which JSON quotes already. */
-export function cutShort(value: string): string {
-  const cut = cutAt(value);
-  return cut ? `${cut.head}… (${cut.bytes} bytes)` : value;
-}
-
-function cutAt(value: string): { head: string; bytes: number } | undefined {
-  if (value.length <= ECHO_BYTES / 3) return undefined; // a UTF-16 unit is at most 3 bytes of UTF-8
-  const bytes = Buffer.byteLength(value, "utf8");
-  if (bytes <= ECHO_BYTES) return undefined;
-  // A cut inside a character decodes to U+FFFD at the end: drop it.
-  const head = Buffer.from(value.slice(0, ECHO_BYTES), "utf8")
-    .subarray(0, ECHO_BYTES)
-    .toString("utf8")
-    .replace(/\uFFFD+$/, "");
-  return { head, bytes };
 }
 
 /**

@@ -21,6 +21,8 @@
  * returns fresh objects.
  */
 
+import { messageOf } from "../common/errors.js";
+import { isObject, type JsonObject } from "../common/json.js";
 import { canonicalCidr, canonicalIp, ipFamily } from "../net/ip.js";
 import { CniError, ErrorCode } from "./errors.js";
 import type {
@@ -69,13 +71,11 @@ function bad(path: string, problem: string): CniError {
   return new CniError(ErrorCode.DecodingFailure, `failed to decode result: ${path}: ${problem}`);
 }
 
-type Json = Record<string, unknown>;
-
 /** A JSON object, or undefined for missing/null (Go leaves the zero value). */
-function optObject(v: unknown, path: string): Json | undefined {
+function optObject(v: unknown, path: string): JsonObject | undefined {
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "object" || Array.isArray(v)) throw bad(path, "must be an object");
-  return v as Json;
+  if (!isObject(v)) throw bad(path, "must be an object");
+  return v as JsonObject;
 }
 
 function optArray(v: unknown, path: string): unknown[] | undefined {
@@ -202,7 +202,7 @@ function readInterfaces(v: unknown, path: string, full: boolean): Interface[] | 
   return nonEmpty(optArray(v, path)?.map((x, i) => readInterface(x, `${path}[${i}]`, full)));
 }
 
-function readIpConfig(o: Json, path: string): IPConfig {
+function readIpConfig(o: JsonObject, path: string): IPConfig {
   const ipc: IPConfig = { address: requiredCidr(o.address, `${path}.address`) };
   const gateway = optIp(o.gateway, `${path}.gateway`);
   if (gateway !== undefined) ipc.gateway = gateway;
@@ -211,7 +211,7 @@ function readIpConfig(o: Json, path: string): IPConfig {
   return ipc;
 }
 
-function readResult100(o: Json, cniVersion: string): Result100 {
+function readResult100(o: JsonObject, cniVersion: string): Result100 {
   const ips = optArray(o.ips, "ips")?.map((x, i) => {
     const ip = optObject(x, `ips[${i}]`);
     if (!ip) throw bad(`ips[${i}]`, "must be an object");
@@ -225,7 +225,7 @@ function readResult100(o: Json, cniVersion: string): Result100 {
   });
 }
 
-function readResult040(o: Json, cniVersion: string): Result040 {
+function readResult040(o: JsonObject, cniVersion: string): Result040 {
   const ips = optArray(o.ips, "ips")?.map((x, i): IPConfig040 => {
     const path = `ips[${i}]`;
     const ip = optObject(x, path);
@@ -259,7 +259,7 @@ function readIpConfig020(v: unknown, path: string): IPConfig020 | undefined {
   );
 }
 
-function readResult020(o: Json, cniVersion: string): Result020 {
+function readResult020(o: JsonObject, cniVersion: string): Result020 {
   return build020(cniVersion, {
     ip4: readIpConfig020(o.ip4, "ip4"),
     ip6: readIpConfig020(o.ip6, "ip6"),
@@ -285,16 +285,13 @@ export function parseResult(value: unknown, defaultVersion: CniVersion = "0.1.0"
     try {
       v = JSON.parse(v);
     } catch (e) {
-      throw new CniError(
-        ErrorCode.DecodingFailure,
-        `failed to decode result: ${e instanceof Error ? e.message : String(e)}`,
-      );
+      throw new CniError(ErrorCode.DecodingFailure, `failed to decode result: ${messageOf(e)}`);
     }
   }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+  if (!isObject(v)) {
     throw new CniError(ErrorCode.DecodingFailure, "failed to decode result: not a JSON object");
   }
-  const o = v as Json;
+  const o = v as JsonObject;
   const version = optString(o.cniVersion, "cniVersion") || defaultVersion;
   if (!isSupportedVersion(version)) throw unsupportedVersion(version);
   switch (resultFamily(version)) {

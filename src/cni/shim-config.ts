@@ -22,6 +22,7 @@
  * A key of the wrong type or an unusable value is code 7, naming the key.
  */
 
+import { isObject } from "../common/json.js";
 import { type CniArgPair, parseCniArgs } from "./args.js";
 import { type EnvRecord, type PluginEnv, parsePluginEnv } from "./env.js";
 import { CniError, ErrorCode } from "./errors.js";
@@ -29,7 +30,7 @@ import { type GcAttachment, parseGcValidAttachments } from "./gc.js";
 import { goTypeName, utf8Text } from "./go-json.js";
 import { requireStdinConfigSize } from "./limits.js";
 import { validateNetworkName } from "./names.js";
-import { socketPathProblem } from "./socket-path.js";
+import { DEFAULT_SOCKET, socketPathProblem } from "./socket-path.js";
 import {
   type CniVersion,
   DEFAULT_CONFIG_VERSION,
@@ -37,7 +38,6 @@ import {
   requireVerbSupported,
 } from "./versions.js";
 
-export const DEFAULT_SOCKET = "/run/cni-driver/driver.sock";
 export const DEFAULT_STATE_DIR = "/var/lib/cni-driver";
 export const DEFAULT_TIMEOUT_SECONDS = 30;
 /**
@@ -98,7 +98,7 @@ export function parseShimConfig(stdin: Uint8Array): ShimConfig {
   }
   // JSON null decodes into Go's struct as all-zero, so it fails for its missing name.
   const raw = value === null ? {} : value;
-  if (typeof raw !== "object" || Array.isArray(raw)) {
+  if (!isObject(raw)) {
     throw new CniError(
       ErrorCode.DecodingFailure,
       `error unmarshalling network config from stdin: cannot decode ${goTypeName(raw)} into a JSON object`,

@@ -6,6 +6,9 @@
  */
 export const MAX_SOCKET_PATH_BYTES = 107;
 
+/** Where the driver serves and the shim calls, unless told otherwise (`--socket`, the conflist's `socket`). */
+export const DEFAULT_SOCKET = "/run/cni-driver/driver.sock";
+
 /** Why `path` cannot be a unix socket's path, or undefined when it can. */
 export function socketPathProblem(path: string): string | undefined {
   const bytes = Buffer.byteLength(path, "utf8");

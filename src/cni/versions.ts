@@ -2,8 +2,9 @@
  * CNI specification versions: which we speak, how they compare, and which
  * result family each belongs to (cni-spec §3, §5).
  */
+import { ECHO_BYTES } from "../common/cut-short.js";
 import { CniError, ErrorCode } from "./errors.js";
-import { ECHO_BYTES, echo } from "./limits.js";
+import { echo } from "./limits.js";
 
 export const SUPPORTED_VERSIONS = [
   "0.1.0",

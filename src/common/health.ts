@@ -5,6 +5,7 @@
 
 import http from "node:http";
 import net from "node:net";
+import { messageOf } from "./errors.js";
 import { METRICS_CONTENT_TYPE } from "./prometheus.js";
 
 export interface HealthChecks {
@@ -100,7 +101,7 @@ export async function startHealthServer(addr: string, checks: HealthChecks): Pro
   const server = http.createServer((req, res) => {
     handle(checks, req, res).catch((err: unknown) => {
       // A throwing check is a failing check, not a crashed daemon.
-      const msg = err instanceof Error ? err.message : String(err);
+      const msg = messageOf(err);
       if (!res.headersSent) send(res, 503, `${msg}\n`);
       else res.destroy();
     });

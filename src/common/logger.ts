@@ -5,7 +5,7 @@
  */
 
 import pino from "pino";
-import { cutShort } from "../cni/limits.js";
+import { cutShort } from "./cut-short.js";
 
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
 

@@ -14,6 +14,7 @@
  */
 import { parseCniArgs } from "../cni/args.js";
 import { CniError, ErrorCode } from "../cni/errors.js";
+import { DEFAULT_SOCKET } from "../cni/socket-path.js";
 import { type FlagSpec, parseFlags, UsageError, usage, wantsHelp } from "../common/flags.js";
 import { exitAfterStop, untilStopSignal } from "../common/stop-signal.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
@@ -28,7 +29,7 @@ import type { DriverClient } from "./rpc/client.js";
 
 const SOCKET_FLAG: FlagSpec = {
   name: "socket",
-  default: "/run/cni-driver/driver.sock",
+  default: DEFAULT_SOCKET,
   help: "the driver's gRPC socket",
 };
 const TIMEOUT_FLAG: FlagSpec = {

@@ -16,6 +16,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { type BackoffPolicy, backoffDelay } from "../common/backoff.js";
+import { messageOf } from "../common/errors.js";
 import {
   APPLICATION_MEDIA_TYPE,
   type Application,
@@ -667,7 +668,7 @@ export class MidonetClient {
               attempts: attempts + 1,
               kind: call.kind,
               objectId: call.objectId,
-              serverMessage: `login failed: ${err instanceof Error ? err.message : String(err)}`,
+              serverMessage: `login failed: ${messageOf(err)}`,
               cause: err,
             });
           }
@@ -726,7 +727,7 @@ export class MidonetClient {
       report(res.status);
       return { status: res.status, body };
     } catch (err) {
-      report(0, err instanceof Error ? err.message : String(err));
+      report(0, messageOf(err));
       throw err;
     }
   }

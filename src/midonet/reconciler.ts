@@ -39,6 +39,7 @@
  */
 import type { Logger } from "pino";
 import { type BackoffPolicy, backoffDelay } from "../common/backoff.js";
+import { messageOf } from "../common/errors.js";
 import { type ActualState, compareHeld, misorderedRules, readActualState } from "./actual-state.js";
 import { MidonetApiError, type MidonetClient } from "./api.js";
 import type { ResolvedConfig } from "./mapping/config.js";
@@ -170,10 +171,6 @@ const BLOCKING_KINDS: ReadonlySet<ResourceKind> = new Set([
 
 const MAX_PASSES = 8;
 
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 function statusOf(err: unknown): number | undefined {
   return err instanceof MidonetApiError ? err.status : undefined;
 }
@@ -295,8 +292,8 @@ export class Reconciler {
       });
     } catch (err) {
       this.observer.failure?.("read", undefined, err);
-      this.logger?.warn({ err: describe(err) }, "reading MidoNet failed; will retry");
-      return { ok: false, error: describe(err), missing: 0, differing: 0, orphans: 0 };
+      this.logger?.warn({ err: messageOf(err) }, "reading MidoNet failed; will retry");
+      return { ok: false, error: messageOf(err), missing: 0, differing: 0, orphans: 0 };
     }
     this.held.clear();
     this.tasks.clear();
@@ -421,7 +418,7 @@ export class Reconciler {
     this.counts.failures++;
     this.observer.failure?.(op, kind, err);
     this.logger?.warn(
-      { key: task.key, kind, op, attempts: task.attempts, retryInMs: delay, err: describe(err) },
+      { key: task.key, kind, op, attempts: task.attempts, retryInMs: delay, err: messageOf(err) },
       `${op} ${kind} ${task.key} failed; retrying`,
     );
   }
@@ -719,7 +716,7 @@ export class Reconciler {
         await this.records.write(r.node, zone);
       } catch (err) {
         this.logger?.warn(
-          { node: r.node, err: describe(err) },
+          { node: r.node, err: messageOf(err) },
           "moving a node's tunnel zone record failed; its next join writes it",
         );
       }
@@ -755,7 +752,7 @@ export class Reconciler {
       this.chainOrder.set(chainId, order);
       return order;
     } catch (err) {
-      this.logger?.warn({ chain: chainId, err: describe(err) }, "reading a chain's rules failed");
+      this.logger?.warn({ chain: chainId, err: messageOf(err) }, "reading a chain's rules failed");
       return undefined;
     }
   }

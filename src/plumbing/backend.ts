@@ -7,6 +7,7 @@
  * netlink without a working addon makes every plumbing call fail with the reason.
  * pod-interface.ts and bridge.ts ask here at each call; nothing else switches.
  */
+import { messageOf } from "../common/errors.js";
 import * as netlink from "./netlink/index.js";
 
 export type PlumbingBackendName = "netlink" | "iproute2";
@@ -45,7 +46,7 @@ async function select(forced: string | undefined): Promise<PlumbingBackend> {
       netlink,
     };
   } catch (err) {
-    const why = err instanceof Error ? err.message : String(err);
+    const why = messageOf(err);
     if (forced === "netlink") throw new Error(`${PLUMBING_ENV}=netlink, but ${why}`);
     return { name: "iproute2", reason: `netlink unavailable: ${why}`, fallback: true };
   }

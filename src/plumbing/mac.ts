@@ -1,6 +1,6 @@
 /** The MACs the plumbing gives links: a bridge's, derived from its name; a pod's, random. */
-import { createHash, randomBytes } from "node:crypto";
-import { formatMac } from "../cni/mac.js";
+import { randomBytes } from "node:crypto";
+import { derivedMac, localUnicastMac } from "../net/mac.js";
 
 /**
  * Whether a host link is the pod's host end the cache recorded, and so may be
@@ -26,14 +26,10 @@ export function hostMacStillMatches(
  * so the same name on two nodes giving the same MAC meets nothing.
  */
 export function bridgeMac(name: string): string {
-  const b = createHash("sha1").update(`cni-driver bridge ${name}`).digest().subarray(0, 6);
-  b[0] = ((b[0] as number) & 0xfe) | 0x02;
-  return formatMac(b);
+  return derivedMac(`cni-driver bridge ${name}`);
 }
 
 /** A random locally administered unicast MAC. */
 export function randomMac(): string {
-  const b = randomBytes(6);
-  b[0] = ((b[0] as number) & 0xfe) | 0x02;
-  return formatMac(b);
+  return localUnicastMac(randomBytes(6));
 }

@@ -9,7 +9,7 @@
  * the changes whichever plumbing backend serves pods.
  */
 import { readFile, writeFile } from "node:fs/promises";
-import { normalizeMac } from "../cni/mac.js";
+import { normalizeMac } from "../net/mac.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { showLink } from "./pod-interface.js";
 import type { LinkInfo } from "./pod-interface-types.js";

@@ -3,6 +3,7 @@
  * Lenient where the API server already validated: what is missing reads as
  * its API default.
  */
+import { isObject, type JsonObject } from "../common/json.js";
 import type {
   LabelSelector,
   NamedPort,
@@ -15,13 +16,11 @@ import type {
   Protocol,
 } from "./types.js";
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json =>
-  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Json) : {};
+const obj = (v: unknown): JsonObject => (isObject(v) ? v : {});
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
-function labelsOf(meta: Json): Record<string, string> {
+function labelsOf(meta: JsonObject): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(obj(meta.labels))) if (typeof v === "string") out[k] = v;
   return out;

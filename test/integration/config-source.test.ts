@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { expect } from "chai";
 import pino from "pino";
+import type { JsonObject } from "../../src/common/json.js";
 import {
   type ConfigError,
   ConfigSource,
@@ -21,9 +22,7 @@ import { ConfigMapDir } from "../support/configmap-dir.js";
 
 const CNI_BIN = "/usr/lib/cni";
 
-type Json = Record<string, unknown>;
-
-const ptpList = (mtu: number, extra: Json[] = []): string =>
+const ptpList = (mtu: number, extra: JsonObject[] = []): string =>
   JSON.stringify({
     cniVersion: "1.0.0",
     name: "pods",
@@ -51,7 +50,7 @@ async function waitFor(ok: () => boolean, what: string, maxMs = 30_000): Promise
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A pino logger whose lines the test can read. */
-function captureLogger(): { logger: pino.Logger; lines: () => Json[] } {
+function captureLogger(): { logger: pino.Logger; lines: () => JsonObject[] } {
   const out: string[] = [];
   const stream = new Writable({
     write(chunk, _enc, cb) {
@@ -67,7 +66,7 @@ function captureLogger(): { logger: pino.Logger; lines: () => Json[] } {
         .join("")
         .split("\n")
         .filter(Boolean)
-        .map((l) => JSON.parse(l) as Json),
+        .map((l) => JSON.parse(l) as JsonObject),
   };
 }
 
@@ -237,7 +236,7 @@ describe("driver/config-source ConfigSource (ConfigMap volume, chokidar)", funct
 
     await s.setPodCidrs({ v4: "10.244.7.0/24" });
     expect(s.lastError()).to.equal(undefined);
-    const ipam = s.current()?.networks.get("pods")?.plugins[0]?.raw.ipam as Json;
+    const ipam = s.current()?.networks.get("pods")?.plugins[0]?.raw.ipam as JsonObject;
     expect(ipam.subnet).to.equal("10.244.7.0/24");
   });
 

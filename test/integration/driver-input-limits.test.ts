@@ -7,12 +7,12 @@
  */
 import { expect } from "chai";
 import {
-  ECHO_BYTES,
   MAX_CNI_ARGS_BYTES,
   MAX_NETNS_PATH_BYTES,
   MAX_NETWORK_NAME_BYTES,
   MAX_STDIN_CONFIG_BYTES,
 } from "../../src/cni/limits.js";
+import { ECHO_BYTES } from "../../src/common/cut-short.js";
 import type { PodRequest } from "../../src/wire/types.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { createNetns, linkIn } from "../support/netns.js";

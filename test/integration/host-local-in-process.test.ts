@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
+import type { JsonObject } from "../../src/common/json.js";
 import { createHostLocalPlugin } from "../../src/driver/builtin/host-local/plugin.js";
 import { execPlugin, type Verb } from "../../src/driver/chain/plugin-exec.js";
 import { REFERENCE_PLUGIN_DIR, requireReferencePlugins } from "../support/requirements.js";
@@ -29,8 +30,6 @@ import { REFERENCE_PLUGIN_DIR, requireReferencePlugins } from "../support/requir
 const NET = "hl-diff";
 /** Generous: 20 binaries at once on a loaded CI machine wait on each other's lock. */
 const TIMEOUT_MS = 15_000;
-
-type Json = Record<string, unknown>;
 
 /** A call's answer: its result (undefined for DEL and CHECK), or its error's code and message. */
 type Answer = { result: unknown } | { error: { code: number; message: string } };
@@ -45,10 +44,10 @@ interface Call {
 }
 
 /** A plugin stdin for a given data dir: the two sides differ only in `ipam.dataDir`. */
-type Stdin = (dataDir: string) => Json;
+type Stdin = (dataDir: string) => JsonObject;
 
 /** The stdin of a standalone host-local: `top` keys (args, runtimeConfig) next to `ipam`. */
-function conf(ipam: Json, top: Json = {}, cniVersion = "1.0.0"): Stdin {
+function conf(ipam: JsonObject, top: JsonObject = {}, cniVersion = "1.0.0"): Stdin {
   return (dataDir) => ({
     cniVersion,
     name: NET,
@@ -72,7 +71,7 @@ async function answerOf(pending: Promise<unknown>): Promise<Answer> {
   }
 }
 
-function inProcess(call: Call, stdin: Json): Promise<Answer> {
+function inProcess(call: Call, stdin: JsonObject): Promise<Answer> {
   return answerOf(
     plugin.run(
       {
@@ -89,7 +88,7 @@ function inProcess(call: Call, stdin: Json): Promise<Answer> {
   );
 }
 
-function binary(call: Call, stdin: Json): Promise<Answer> {
+function binary(call: Call, stdin: JsonObject): Promise<Answer> {
   return answerOf(
     execPlugin({
       type: "host-local",
@@ -459,11 +458,12 @@ describe("host-local in-process vs the host-local binary", function () {
           del("c1"),
         ]);
         const answer = await pair.call(stdin, add("c3"));
-        const result = (answer as { result: Json }).result;
+        const result = (answer as { result: JsonObject }).result;
         if (version === "0.1.0" || version === "0.2.0")
           expect(result).to.have.keys("cniVersion", "ip4", "ip6", "dns");
-        else if (version === "1.0.0") expect((result.ips as Json[])[0]).to.not.have.key("version");
-        else expect((result.ips as Json[])[0]).to.include({ version: "4" });
+        else if (version === "1.0.0")
+          expect((result.ips as JsonObject[])[0]).to.not.have.key("version");
+        else expect((result.ips as JsonObject[])[0]).to.include({ version: "4" });
         await pair.expectSameFiles();
       });
     }
@@ -817,7 +817,7 @@ describe("host-local in-process vs the host-local binary", function () {
     // reads these keys, and a lease in another dataDir would be a second lease.
     it("keys in any case, as Go's JSON decoder matches them", () => {
       const anyCase =
-        (top: Json): Stdin =>
+        (top: JsonObject): Stdin =>
         (dir) => ({
           cniVersion: "1.0.0",
           name: NET,
@@ -980,7 +980,7 @@ describe("host-local in-process vs the host-local binary", function () {
   });
 
   describe("config errors host-local reports at run time", () => {
-    const ipRanges = (ranges: unknown, ipam: Json = SMALL_V4) =>
+    const ipRanges = (ranges: unknown, ipam: JsonObject = SMALL_V4) =>
       conf(ipam, { runtimeConfig: { ipRanges: ranges } });
     // `message` is the binary's (code 999 unless `code` says otherwise).
     const cases: Array<{ title: string; stdin: Stdin; message?: string; code?: number }> = [

@@ -19,6 +19,7 @@ import { dirname, join } from "node:path";
 import { expect } from "chai";
 import { MAX_SOCKET_PATH_BYTES } from "../../src/cni/socket-path.js";
 import { versionInfo } from "../../src/cni/versions.js";
+import { isObject } from "../../src/common/json.js";
 import { ensureShimBuilt } from "../support/runtimes.js";
 import { execShim } from "../support/shim-exec.js";
 import {
@@ -37,9 +38,7 @@ function configObject(v: ShimVector): Record<string, unknown> | undefined {
   if (typeof v.stdin !== "string") return undefined;
   try {
     const value: unknown = JSON.parse(v.stdin);
-    return value !== null && typeof value === "object" && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : undefined;
+    return isObject(value) ? value : undefined;
   } catch {
     return undefined;
   }

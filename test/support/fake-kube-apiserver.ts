@@ -40,6 +40,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { isObject } from "../../src/common/json.js";
 
 // ---------------------------------------------------------------------------
 // Public surface
@@ -464,10 +465,6 @@ function invalid(
 // ---------------------------------------------------------------------------
 // JSON helpers
 // ---------------------------------------------------------------------------
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 function deepEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;

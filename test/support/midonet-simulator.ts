@@ -17,6 +17,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { isIPv4 } from "node:net";
+import { messageOf } from "../../src/common/errors.js";
 import type {
   Bridge,
   Chain,
@@ -301,7 +302,7 @@ export class MidonetSimulator {
       this.finish(res, record, reply.status, reply.body, type);
     } catch (err) {
       const status = err instanceof ApiError ? err.status : 500;
-      const message = err instanceof Error ? err.message : String(err);
+      const message = messageOf(err);
       this.finish(res, record, status, { code: status, message }, MT.error);
     }
   }

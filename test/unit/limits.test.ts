@@ -1,7 +1,5 @@
 import { expect } from "chai";
 import {
-  cutShort,
-  ECHO_BYTES,
   echo,
   MAX_CNI_ARGS_BYTES,
   MAX_NETNS_PATH_BYTES,
@@ -11,6 +9,7 @@ import {
   validateCniArgsText,
   validateNetnsPath,
 } from "../../src/cni/limits.js";
+import { cutShort, ECHO_BYTES } from "../../src/common/cut-short.js";
 import { cniErrorOf } from "../support/cni-error.js";
 
 describe("cni/limits", () => {

@@ -40,6 +40,7 @@ import { ConfigMap, type IConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { ServiceAccount } from "kubernetes-models/v1/ServiceAccount";
 import { isSeq, parseAllDocuments, parseDocument } from "yaml";
 import { envName } from "../../src/common/flags.js";
+import { isObject, type JsonObject } from "../../src/common/json.js";
 import { MIDONET_PLUGIN_TYPE } from "../../src/driver/builtin/midonet/config.js";
 import { createMidonetPlugin } from "../../src/driver/builtin/midonet/plugin.js";
 import { loadDriverConfig } from "../../src/driver/config/network-config.js";
@@ -51,11 +52,6 @@ import { requireCommand } from "../support/requirements.js";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const NAMESPACE = "kube-system";
 const NAME = "cni-driver";
-
-type JsonObject = Record<string, unknown>;
-
-const isObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 interface Manifest {
   /** Where it came from: `daemonset/rbac.yaml#1`. */

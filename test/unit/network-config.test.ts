@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
+import type { JsonObject } from "../../src/common/json.js";
 import {
   type BuiltinValidator,
   type LoadOptions,
@@ -8,10 +9,8 @@ import {
 import { bridgeMac } from "../../src/plumbing/mac.js";
 import { cniErrorOf } from "../support/cni-error.js";
 
-type Json = Record<string, unknown>;
-
 /** A volume's keys: objects are written as JSON, strings as they are. */
-function files(entries: Record<string, Json | unknown[] | string>): Map<string, Uint8Array> {
+function files(entries: Record<string, JsonObject | unknown[] | string>): Map<string, Uint8Array> {
   return new Map(
     Object.entries(entries).map(([k, v]) => [
       k,
@@ -31,13 +30,16 @@ function opts(extra: Partial<LoadOptions> = {}): LoadOptions {
   };
 }
 
-const hostLocal = (ipam: Json = {}): Json => ({
+const hostLocal = (ipam: JsonObject = {}): JsonObject => ({
   type: "host-local",
   ranges: [[{ subnet: "10.244.0.0/24" }]],
   ...ipam,
 });
 
-const conflist = (name: string, plugins: Json[] = [{ type: "ptp", ipam: hostLocal() }]): Json => ({
+const conflist = (
+  name: string,
+  plugins: JsonObject[] = [{ type: "ptp", ipam: hostLocal() }],
+): JsonObject => ({
   cniVersion: "1.0.0",
   name,
   plugins,
@@ -203,7 +205,7 @@ describe("driver/network-config loadDriverConfig", () => {
     }
 
     it("accepts a built-in type without an executable, running its validator on its object", () => {
-      const seen: Json[] = [];
+      const seen: JsonObject[] = [];
       const midonet: BuiltinValidator = (conf) => {
         seen.push(conf);
       };
@@ -236,10 +238,10 @@ describe("driver/network-config loadDriverConfig", () => {
   });
 
   describe("host-local ipam", () => {
-    const withIpam = (ipam: Json, plugin: Json = { type: "ptp" }) =>
+    const withIpam = (ipam: JsonObject, plugin: JsonObject = { type: "ptp" }) =>
       files({ "hl.conflist": conflist("pods", [{ ...plugin, ipam }]) });
 
-    const good: [string, Json][] = [
+    const good: [string, JsonObject][] = [
       ["a /24 in ranges", hostLocal()],
       ["a legacy top-level /16", { type: "host-local", subnet: "10.1.0.0/16" }],
       ["the smallest IPv4 subnet, a /30", { type: "host-local", subnet: "10.1.0.4/30" }],
@@ -274,7 +276,7 @@ describe("driver/network-config loadDriverConfig", () => {
       });
     }
 
-    const bad: [string, Json, string][] = [
+    const bad: [string, JsonObject, string][] = [
       [
         "a subnet with host bits",
         hostLocal({ ranges: [[{ subnet: "10.1.0.5/24" }]] }),
@@ -399,7 +401,7 @@ describe("driver/network-config loadDriverConfig", () => {
         [{ subnet: "fd00:10:244:3::/64" }],
       ]);
       expect(text).to.not.include("usePodCidr");
-      expect((list.plugins[0]!.raw.ipam as Json).ranges).to.deep.equal([
+      expect((list.plugins[0]!.raw.ipam as JsonObject).ranges).to.deep.equal([
         [{ subnet: "10.244.3.0/24" }],
         [{ subnet: "fd00:10:244:3::/64" }],
       ]);

@@ -1,13 +1,16 @@
 import { expect } from "chai";
+import type { JsonObject } from "../../src/common/json.js";
 import { expandPodCidr } from "../../src/driver/config/pod-cidr.js";
 import { cniErrorOf } from "../support/cni-error.js";
 
-type Json = Record<string, unknown>;
-
-const list = (...plugins: Json[]): Json => ({ cniVersion: "1.0.0", name: "pods", plugins });
-const ptp = (ipam: Json): Json => ({ type: "ptp", ipam });
-const ipamOf = (out: unknown, i = 0): Json =>
-  ((out as { plugins: Json[] }).plugins[i] as Json).ipam as Json;
+const list = (...plugins: JsonObject[]): JsonObject => ({
+  cniVersion: "1.0.0",
+  name: "pods",
+  plugins,
+});
+const ptp = (ipam: JsonObject): JsonObject => ({ type: "ptp", ipam });
+const ipamOf = (out: unknown, i = 0): JsonObject =>
+  ((out as { plugins: JsonObject[] }).plugins[i] as JsonObject).ipam as JsonObject;
 
 const BOTH = { v4: "10.244.1.0/24", v6: "fd00:10:244:1::/64" };
 
@@ -47,7 +50,9 @@ describe("driver/pod-cidr expandPodCidr", () => {
       BOTH,
     );
     expect(ipamOf(out, 0).subnet).to.equal("10.244.1.0/24");
-    expect((ipamOf(out, 1).ranges as Json[][])[0]?.[0]?.subnet).to.equal("fd00:10:244:1::/64");
+    expect((ipamOf(out, 1).ranges as JsonObject[][])[0]?.[0]?.subnet).to.equal(
+      "fd00:10:244:1::/64",
+    );
   });
 
   it("leaves the input untouched and returns a new object", () => {
@@ -60,7 +65,7 @@ describe("driver/pod-cidr expandPodCidr", () => {
   });
 
   it("gives host-local the node's lease directory only where the network names none, in any case of the key", () => {
-    const dirOf = (ipam: Json) =>
+    const dirOf = (ipam: JsonObject) =>
       ipamOf(expandPodCidr(list(ptp({ type: "host-local", ...ipam })), BOTH, "/node/leases"));
     expect(dirOf({}).dataDir).to.equal("/node/leases");
     expect(dirOf({ dataDir: "/own" }).dataDir).to.equal("/own");

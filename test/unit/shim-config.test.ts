@@ -6,11 +6,11 @@
  */
 import { expect } from "chai";
 import {
-  DEFAULT_SOCKET,
   DEFAULT_STATE_DIR,
   DEFAULT_TIMEOUT_SECONDS,
   parseShimConfig,
 } from "../../src/cni/shim-config.js";
+import { DEFAULT_SOCKET } from "../../src/cni/socket-path.js";
 
 const bytes = (v: unknown): Uint8Array =>
   Buffer.from(typeof v === "string" ? v : JSON.stringify(v));

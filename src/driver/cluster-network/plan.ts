@@ -17,9 +17,8 @@
  *   neighbour, and shares the peer's forwarding entry;
  * - auto: host-gw for peers on a subnet of this node, vxlan for the others.
  */
-import { createHash } from "node:crypto";
-import { formatMac } from "../../cni/mac.js";
 import { cidrContains, cidrNetwork, formatIp, parseCidr, parseIp } from "../../net/ip.js";
+import { derivedMac } from "../../net/mac.js";
 import type { PeerRoute } from "../../plumbing/cluster-routes.js";
 import type { FdbEntry, NeighbourEntry } from "../../plumbing/vxlan.js";
 import type { ClusterNode } from "./nodes.js";
@@ -36,9 +35,7 @@ export const VXLAN_OVERHEAD = 50;
 
 /** A node's VTEP MAC, derived from its name: the same across restarts and re-creations of the device. */
 export function vtepMacOf(nodeName: string): string {
-  const b = createHash("sha1").update(`cni-driver vtep ${nodeName}`).digest().subarray(0, 6);
-  b[0] = ((b[0] as number) & 0xfe) | 0x02;
-  return formatMac(b);
+  return derivedMac(`cni-driver vtep ${nodeName}`);
 }
 
 /** The network address of a pod CIDR: the node's VTEP address. */

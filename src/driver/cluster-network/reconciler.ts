@@ -20,6 +20,7 @@
  */
 import type pino from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
+import { messageOf } from "../../common/errors.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { cidrContains, parseCidr, parseIp } from "../../net/ip.js";
 import {
@@ -212,7 +213,7 @@ export class ClusterNetwork {
       const errors: string[] = [];
       const part = <T>(what: string, p: Promise<T>, failed: T) =>
         p.catch((err: unknown) => {
-          errors.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
+          errors.push(`${what}: ${messageOf(err)}`);
           return failed;
         });
       const s = active ? settings : undefined;
@@ -240,7 +241,7 @@ export class ClusterNetwork {
       this.o.metrics?.clusterNetworkApplied("failed");
       const delay = this.loop.failed();
       this.log.error(
-        { retryInMs: delay, err: err instanceof Error ? err.message : String(err) },
+        { retryInMs: delay, err: messageOf(err) },
         "applying the cluster network failed",
       );
     }
@@ -256,7 +257,7 @@ export class ClusterNetwork {
       if (await enableIpv4Forwarding()) changes.push("net.ipv4.ip_forward enabled");
       this.forwardingError = undefined;
     } catch (err) {
-      const msg = (err instanceof Error ? err.message : String(err)).replace(
+      const msg = messageOf(err).replace(
         "the midonet datapath needs it on",
         "routing pods between nodes and out of the cluster needs it on",
       );

@@ -12,6 +12,7 @@
  *
  * Pure: no I/O.
  */
+import { isObject } from "../../common/json.js";
 import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../net/ip.js";
 
 export type CrossNodeMode = "auto" | "host-gw" | "vxlan" | "none";
@@ -73,8 +74,7 @@ export function readClusterNetworkSettings(
   if (!CROSS_NODE_MODES.includes(crossNode as CrossNodeMode))
     throw bad("crossNode", CROSS_NODE_MODES.map((m) => JSON.stringify(m)).join(" | "), crossNode);
   const vx = settings.vxlan ?? {};
-  if (typeof vx !== "object" || vx === null || Array.isArray(vx))
-    throw bad("vxlan", 'an object ({"vni": …, "port": …})', vx);
+  if (!isObject(vx)) throw bad("vxlan", 'an object ({"vni": …, "port": …})', vx);
   const vxo = vx as Record<string, unknown>;
   const unknown = Object.keys(vxo).filter((k) => k !== "vni" && k !== "port");
   if (unknown.length > 0)

@@ -18,6 +18,7 @@ import { join, resolve } from "node:path";
 import { type FSWatcher, watch } from "chokidar";
 import pino from "pino";
 import { CniError } from "../../cni/errors.js";
+import { messageOf } from "../../common/errors.js";
 import { listNodeAddresses } from "../../plumbing/node-addresses.js";
 import { type DriverConfig, type LoadOptions, loadDriverConfig } from "./network-config.js";
 import type { PodCidrs } from "./pod-cidr.js";
@@ -320,7 +321,7 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
       const files = await readConfigDir(dir);
       const nodeAddresses = await this.nodeAddresses().catch((err: unknown) => {
         throw new Error(
-          `cannot list the node's addresses to check the pod ranges against: ${err instanceof Error ? err.message : String(err)}`,
+          `cannot list the node's addresses to check the pod ranges against: ${messageOf(err)}`,
         );
       });
       cfg = loadDriverConfig(
@@ -399,5 +400,5 @@ function describe(err: unknown, dir: string): string {
   if (err instanceof CniError) return err.message;
   const e = err as NodeJS.ErrnoException;
   if (e && typeof e.code === "string") return `cannot read config dir ${dir}: ${e.message}`;
-  return err instanceof Error ? err.message : String(err);
+  return messageOf(err);
 }

@@ -18,6 +18,7 @@ import {
 } from "../../cni/conflist.js";
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { utf8Bytes, utf8Text } from "../../cni/go-json.js";
+import { isObject, type JsonObject } from "../../common/json.js";
 import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../net/ip.js";
 import { RangeConfigError, type RangeSet, rangeSetsOf } from "../builtin/host-local/ranges.js";
 import {
@@ -94,11 +95,6 @@ export interface LoadOptions {
    */
   ownInterfaces?: readonly string[];
 }
-
-type JsonObject = Record<string, unknown>;
-
-const isObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * sha256 over every key, in sorted order, each as `name NUL length NUL bytes`:

@@ -6,6 +6,7 @@
 
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { goField } from "../../cni/go-json.js";
+import { isObject, type JsonObject } from "../../common/json.js";
 import { ipFamily } from "../../net/ip.js";
 
 export const POD_CIDR_V4 = "usePodCidr";
@@ -15,11 +16,6 @@ export interface PodCidrs {
   v4?: string;
   v6?: string;
 }
-
-type JsonObject = Record<string, unknown>;
-
-const isObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Where a template sits, for the error message: `plugins[0] ("ptp"): ipam.ranges[1][0].subnet`. */
 function where(pluginIndex: number, plugin: JsonObject, field: string): string {

@@ -28,6 +28,7 @@ import type { ApiException, KubeConfig, KubernetesObject } from "@kubernetes/cli
 import type pino from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { callDeadline } from "../../common/kube-call-deadline.js";
+import { describeKubeError, statusMessage } from "../../common/kube-errors.js";
 import {
   type ListAnswer,
   type ListPage,
@@ -467,7 +468,7 @@ class DriverWatch {
           handlers.onSynced?.();
         },
         error: (err) => {
-          this.error = describeError(err);
+          this.error = describeKubeError(err);
           handlers.onError?.(this.error);
         },
       },
@@ -605,40 +606,11 @@ function toKubeApiError(err: unknown, k8s: ClientModule): KubeApiError {
       retryAfterMs(e.headers?.["retry-after"]),
     );
   }
-  return new KubeApiError(describeError(err));
+  return new KubeApiError(describeKubeError(err));
 }
 
 /** A Retry-After header (seconds) in ms; undefined when absent or not a positive number. */
 function retryAfterMs(header: unknown): number | undefined {
   const seconds = Number(header);
   return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined;
-}
-
-/** The `message` of a Status body (client-node hands it over as the raw string). */
-function statusMessage(body: unknown): string | undefined {
-  let b = body;
-  if (typeof b === "string") {
-    try {
-      b = JSON.parse(b);
-    } catch {
-      return body === "" ? undefined : (body as string).slice(0, 200);
-    }
-  }
-  const m = (b as { message?: unknown } | null)?.message;
-  return typeof m === "string" ? m : undefined;
-}
-
-/** One line for any failure: a watch's HTTP status, a socket error's code, a timeout. */
-export function describeError(err: unknown): string {
-  if (err instanceof KubeApiError) return err.message;
-  const e = err as { statusCode?: number; code?: unknown; name?: string; message?: string } | null;
-  if (e && typeof e.statusCode === "number")
-    return `HTTP ${e.statusCode}: ${e.message ?? ""}`.trim();
-  if (e && typeof e.code === "number" && typeof e.message === "string") {
-    // An ApiException that reached here untranslated (a watch's list).
-    return `HTTP ${e.code}: ${statusMessage((e as { body?: unknown }).body) ?? "no message"}`;
-  }
-  if (e?.name === "AbortError") return "request timed out or aborted";
-  const code = typeof e?.code === "string" ? ` (${e.code})` : "";
-  return `${e?.message ?? String(err)}${code}`;
 }

@@ -24,6 +24,8 @@
  */
 import type pino from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
+import { messageOf } from "../../common/errors.js";
+import { isObject, type JsonObject } from "../../common/json.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { NODE_INTERFACE, NODE_PEER_INTERFACE, podSubnetOf } from "../../midonet/node-contract.js";
 import { type ParsedCidr, parseCidr } from "../../net/ip.js";
@@ -53,11 +55,6 @@ export interface NodeLinkPlan extends Pick<NodeLinkSpec, "nodeIf" | "peerIf"> {
   gateway: string;
   routes: NodeRoute[];
 }
-
-type JsonObject = Record<string, unknown>;
-
-const isObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The first IPv4 subnet of a host-local ipam: the legacy `subnet`, then `ranges` in order. */
 function firstV4Subnet(ipam: JsonObject): ParsedCidr | undefined {
@@ -224,7 +221,7 @@ export class NodeConnectivity {
       try {
         p = { plan: nodeLinkPlan(cfg) };
       } catch (err) {
-        p = { error: err instanceof Error ? err.message : String(err) };
+        p = { error: messageOf(err) };
       }
       this.plans.set(cfg, p);
     }
@@ -305,7 +302,7 @@ export class NodeConnectivity {
       this.annotation.set(mac);
       this.loop.succeeded();
     } catch (err) {
-      this.fail(err instanceof Error ? err.message : String(err), plan);
+      this.fail(messageOf(err), plan);
     }
   }
 

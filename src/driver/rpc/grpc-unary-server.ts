@@ -13,6 +13,7 @@
  */
 import http2 from "node:http2";
 import type { Socket } from "node:net";
+import { messageOf } from "../../common/errors.js";
 import type { UnaryMethodCodec } from "../../wire/codec.js";
 import { GrpcStatus } from "../../wire/grpc-status.js";
 
@@ -128,7 +129,7 @@ export class UnaryGrpcServer {
     try {
       request = codec.decodeRequest(bytes);
     } catch (err) {
-      call.fail(GrpcStatus.INTERNAL, `Error deserializing request: ${errorText(err)}`);
+      call.fail(GrpcStatus.INTERNAL, `Error deserializing request: ${messageOf(err)}`);
       return;
     }
     handler(request)
@@ -138,7 +139,7 @@ export class UnaryGrpcServer {
           try {
             payload = codec.encodeResponse(response);
           } catch (err) {
-            call.fail(GrpcStatus.INTERNAL, `Error serializing response: ${errorText(err)}`);
+            call.fail(GrpcStatus.INTERNAL, `Error serializing response: ${messageOf(err)}`);
             return;
           }
           call.answer(payload);
@@ -285,8 +286,4 @@ export function percentEncode(text: string): string {
         ? String.fromCharCode(b)
         : `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
   return out;
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

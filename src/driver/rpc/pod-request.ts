@@ -19,6 +19,7 @@ import {
   validateRequestedNetworkName,
 } from "../../cni/names.js";
 import { type CniVersion, requireSupportedVersion } from "../../cni/versions.js";
+import { isObject } from "../../common/json.js";
 import { API_VERSION, type Capabilities, type PodRequest } from "../../wire/types.js";
 import type { AttachmentArgs } from "../chain/executor.js";
 
@@ -88,10 +89,7 @@ export function resolvePodRequest(req: PodRequest, verb: Verb): ResolvedPodReque
           unknown
         >)
       : {};
-  const extraArgs =
-    stdin?.args && typeof stdin.args === "object" && !Array.isArray(stdin.args)
-      ? (stdin.args as Record<string, unknown>)
-      : undefined;
+  const extraArgs = isObject(stdin?.args) ? stdin.args : undefined;
   return {
     network,
     cniVersion,
@@ -112,10 +110,10 @@ function parseStdinConfig(bytes: Uint8Array | undefined): Record<string, unknown
       `stdin_config is not JSON: ${(err as Error).message}`,
     );
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+  if (!isObject(value)) {
     throw new CniError(ErrorCode.DecodingFailure, "stdin_config is not a JSON object");
   }
-  return value as Record<string, unknown>;
+  return value;
 }
 
 /** The typed wire capabilities as CNI runtimeConfig JSON (the conventions' camelCase keys). */
@@ -166,7 +164,7 @@ export function capabilitiesFromWire(c: Capabilities): Record<string, unknown> {
         `capabilities.extra_json is not JSON: ${(err as Error).message}`,
       );
     }
-    if (typeof extra !== "object" || extra === null || Array.isArray(extra)) {
+    if (!isObject(extra)) {
       throw new CniError(ErrorCode.DecodingFailure, "capabilities.extra_json is not a JSON object");
     }
     for (const [k, v] of Object.entries(extra)) {

@@ -23,6 +23,7 @@
 import { CoordinationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
+import { messageOf } from "../../common/errors.js";
 import { type HealthServer, startHealthServer } from "../../common/health.js";
 import { MidonetClient } from "../api.js";
 import { ClusterMapper } from "../mapping/cluster.js";
@@ -87,10 +88,6 @@ export interface RunningMidonetController {
   status(): ControllerStatus;
   /** Stops writing (releasing the Lease), then watching; resolves when all is quiet. */
   stop(): Promise<void>;
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** The controller of one replica: informers always, the Lease's work while it holds it. */
@@ -210,7 +207,7 @@ export class MidonetController implements RunningMidonetController {
         metrics: () => this.metrics.render(),
       });
     } catch (err) {
-      throw new Error(`health server on ${this.o.healthAddr}: ${describe(err)}`);
+      throw new Error(`health server on ${this.o.healthAddr}: ${messageOf(err)}`);
     }
   }
 
@@ -221,7 +218,7 @@ export class MidonetController implements RunningMidonetController {
       changes = change();
     } catch (err) {
       // The mapping takes any input as data; an object it cannot even read is skipped.
-      this.logger.error({ object: what, err: describe(err) }, "mapping failed");
+      this.logger.error({ object: what, err: messageOf(err) }, "mapping failed");
       return;
     }
     this.leadership?.enqueue(changes);
@@ -236,7 +233,7 @@ export class MidonetController implements RunningMidonetController {
       .run()
       .catch((err: unknown) => {
         // Nothing in run() is meant to throw; if it does, the Lease is given up so another replica leads.
-        this.logger.error({ err: describe(err) }, "the leader loop failed; giving up the lease");
+        this.logger.error({ err: messageOf(err) }, "the leader loop failed; giving up the lease");
         if (!this.stopping) void this.restartElection();
       })
       .finally(() => this.loops.delete(loop));

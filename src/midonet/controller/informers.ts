@@ -16,6 +16,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
+import { describeKubeError } from "../../common/kube-errors.js";
 import { type ListAnswer, ListWatch, type ListWatchHandlers } from "../../common/list-watch.js";
 import type { ClusterMapper } from "../mapping/cluster.js";
 import type { ResourceChanges } from "../mapping/diff.js";
@@ -39,13 +40,6 @@ const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 500, maxMs: 30_000 };
 
 const nameOf = (obj: KubernetesObject) => obj.metadata?.name ?? "";
 const nsOf = (obj: KubernetesObject) => obj.metadata?.namespace ?? "";
-
-function describe(err: unknown): string {
-  const e = err as { message?: string; code?: number; statusCode?: number };
-  const status = e?.statusCode ?? e?.code;
-  if (typeof status === "number") return `HTTP ${status}`;
-  return e?.message ?? String(err);
-}
 
 export class ClusterInformers {
   readonly nodes: ListWatch<V1Node>;
@@ -140,7 +134,7 @@ export class ClusterInformers {
         error: (err, retryInMs) => {
           this.o.onError(name, err);
           this.o.logger.warn(
-            { informer: name, err: describe(err), retryInMs },
+            { informer: name, err: describeKubeError(err), retryInMs },
             `${name} watch failed; restarting`,
           );
         },

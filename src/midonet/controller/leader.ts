@@ -35,6 +35,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { callDeadline } from "../../common/kube-call-deadline.js";
+import { describeKubeError } from "../../common/kube-errors.js";
 
 export interface LeaderElectionOptions {
   api: CoordinationV1Api;
@@ -60,19 +61,6 @@ type Attempt = "leading" | "held-by-other" | "conflict" | "error";
 
 function statusOf(err: unknown): number | undefined {
   return err instanceof ApiException ? err.code : undefined;
-}
-
-function message(err: unknown): string {
-  if (err instanceof ApiException) {
-    try {
-      const body = typeof err.body === "string" ? JSON.parse(err.body) : err.body;
-      if (body && typeof body.message === "string") return `${err.code} ${body.message}`;
-    } catch {
-      // not JSON: fall through
-    }
-    return `HTTP ${err.code}`;
-  }
-  return err instanceof Error ? err.message : String(err);
 }
 
 export class LeaderElector {
@@ -263,7 +251,10 @@ export class LeaderElector {
 
   private failed(what: string, err: unknown): Attempt {
     this.o.onError?.(err);
-    this.o.logger?.warn({ lease: this.o.name, err: message(err) }, `lease ${what} failed`);
+    this.o.logger?.warn(
+      { lease: this.o.name, err: describeKubeError(err) },
+      `lease ${what} failed`,
+    );
     return "error";
   }
 

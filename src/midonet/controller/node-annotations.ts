@@ -27,6 +27,8 @@
 import { isIPv4 } from "node:net";
 import { type CoreV1Api, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { messageOf } from "../../common/errors.js";
+import { describeKubeError } from "../../common/kube-errors.js";
 import type { MidonetClient } from "../api.js";
 import { isUuid } from "../ids.js";
 import type { Node } from "../mapping/k8s.js";
@@ -95,11 +97,6 @@ export interface NodeAnnotatorOptions {
 }
 
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-
-function describe(err: unknown): string {
-  const e = err as { code?: number; message?: string };
-  return typeof e?.code === "number" ? `HTTP ${e.code}` : (e?.message ?? String(err));
-}
 
 /**
  * Keeps every Node's MidoNet annotations written, and its tunnel zone record
@@ -183,7 +180,7 @@ export class NodeAnnotator implements TunnelZoneRecords {
       await this.patch(name, { [ANNOTATION_TUNNEL_ZONE_JOINED]: zone ?? null });
     } catch (err) {
       this.o.onError?.("patch", err);
-      throw new Error(`recording the tunnel zone of node ${name}: ${describe(err)}`);
+      throw new Error(`recording the tunnel zone of node ${name}: ${describeKubeError(err)}`);
     }
     this.written.set(name, zone ?? null);
     this.o.logger?.info({ node: name, zone: zone ?? null }, "recorded the node's tunnel zone");
@@ -221,7 +218,7 @@ export class NodeAnnotator implements TunnelZoneRecords {
         this.hostsReadAt = Date.now();
       } catch (err) {
         this.o.onError?.("hosts", err);
-        this.o.logger?.warn({ err: describe(err) }, "listing MidoNet hosts failed");
+        this.o.logger?.warn({ err: messageOf(err) }, "listing MidoNet hosts failed");
       }
     }
     for (const name of names) {
@@ -249,7 +246,7 @@ export class NodeAnnotator implements TunnelZoneRecords {
         this.o.onPatch?.("error");
         this.o.onError?.("patch", err);
         this.o.logger?.warn(
-          { node: name, err: describe(err) },
+          { node: name, err: describeKubeError(err) },
           "annotating node failed; will retry",
         );
       }

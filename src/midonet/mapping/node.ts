@@ -26,8 +26,8 @@
  * reaches the node plumbing data (nodePlumbing), which is dual-stack.
  */
 
-import { normalizeMac } from "../../cni/mac.js";
 import { formatIp, parseIp } from "../../net/ip.js";
+import { normalizeMac } from "../../net/mac.js";
 import { idForKey, isUuid, macForKey, subId } from "../ids.js";
 import {
   ANNOTATION_HOST_ID,

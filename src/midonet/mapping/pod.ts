@@ -13,8 +13,8 @@
  * bridge tables are IPv4 ARP only.
  */
 
-import { normalizeMac } from "../../cni/mac.js";
 import { formatIp, parseIp } from "../../net/ip.js";
+import { normalizeMac } from "../../net/mac.js";
 import { hostVethName } from "../host-veth-name.js";
 import { idForKey } from "../ids.js";
 import { ANNOTATION_MAC_ADDRESS } from "../node-contract.js";

@@ -9,8 +9,8 @@
  * where it matters to no one but a reader comparing against `strace ip …`.
  */
 
-import { normalizeMac } from "../../cni/mac.js";
 import { formatIp, type IpFamily, parseCidr, parseIp } from "../../net/ip.js";
+import { normalizeMac } from "../../net/mac.js";
 
 export const NLMSG_HDRLEN = 16;
 const IFINFOMSG_LEN = 16;

@@ -7,6 +7,7 @@ import { loadArgs, parseCniArgs } from "../../../cni/args.js";
 import type { CniError } from "../../../cni/errors.js";
 import { goField } from "../../../cni/go-json.js";
 import { versionAtLeast } from "../../../cni/versions.js";
+import { isObject, type JsonObject } from "../../../common/json.js";
 import { bigIntToIp, type IpFamily, ipToBigInt, parseCidr, parseIp } from "../../../net/ip.js";
 import { type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
 
@@ -41,10 +42,6 @@ export interface HostLocalConfig {
   /** From CNI_ARGS `IP`, then `args.cni.ips`, then runtimeConfig `ips`; in that order. */
   requested: RequestedIp[];
 }
-
-type JsonObject = Record<string, unknown>;
-const isObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * pkg/ip's ParseIP, which CNI_ARGS `IP`, `args.cni.ips` and runtimeConfig `ips`

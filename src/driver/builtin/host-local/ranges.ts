@@ -7,6 +7,7 @@
  * containment are plain arithmetic for IPv4 and IPv6 alike.
  */
 import { goField } from "../../../cni/go-json.js";
+import { isObject, type JsonObject } from "../../../common/json.js";
 import {
   bigIntToIp,
   cidrHasHostBits,
@@ -59,8 +60,6 @@ export function rangeSetString(set: RangeSet): string {
     .join(",");
 }
 
-type JsonObject = Record<string, unknown>;
-
 /** An address key of a range: absent, null or "" is unset, as Go's net.IP reads them. */
 function optionalAddress(range: JsonObject, key: string): ReturnType<typeof parseAddress> {
   const v = goField(range, key);
@@ -109,16 +108,12 @@ export function parseRange(value: unknown, strict = false): HostLocalRange {
   }
 }
 
-const isObject = (v: unknown): v is JsonObject =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
-
 type Address = { family: IpFamily; value: bigint };
 
 function canonicalRange(value: unknown, strict: boolean): HostLocalRange {
   // A null range is Go's zero Range: one without a subnet.
   if (value === null) value = {};
-  if (typeof value !== "object" || Array.isArray(value))
-    throw new Error("must be an object with a 'subnet'");
+  if (!isObject(value)) throw new Error("must be an object with a 'subnet'");
   const range = value as JsonObject;
   const text = goField(range, "subnet");
   if (text === undefined) throw new Error(strict ? "missing 'subnet'" : "IP <nil> not v4 nor v6");

@@ -4,6 +4,7 @@
  */
 import type { NetworkConfigList } from "../../../cni/conflist.js";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
+import { isObject } from "../../../common/json.js";
 
 export const MIDONET_PLUGIN_TYPE = "midonet";
 export const DEFAULT_BRIDGE = "midokube-br0";
@@ -39,8 +40,7 @@ export function readMidonetConfig(conf: Record<string, unknown>): MidonetPluginC
     throw bad("mtu", `must be an integer from 576 to 65535, not ${JSON.stringify(mtu)}`);
   }
   const ipam = conf.ipam;
-  if (typeof ipam !== "object" || ipam === null || Array.isArray(ipam))
-    throw bad("ipam", "is required (an object)");
+  if (!isObject(ipam)) throw bad("ipam", "is required (an object)");
   const ipamType = (ipam as Record<string, unknown>).type;
   if (typeof ipamType !== "string" || ipamType === "" || ipamType.includes("/")) {
     throw bad("ipam.type", `must be a plugin file name, not ${JSON.stringify(ipamType)}`);

@@ -5,10 +5,11 @@
  */
 import { parseCniArgs, podIdentityFromArgs } from "../../../cni/args.js";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
-import { normalizeMac } from "../../../cni/mac.js";
 import { parseResult, toResult100 } from "../../../cni/result.js";
 import type { Result100 } from "../../../cni/types.js";
+import { messageOf } from "../../../common/errors.js";
 import { hostVethName, podVethKey } from "../../../midonet/host-veth-name.js";
+import { normalizeMac } from "../../../net/mac.js";
 import { IpCommandError } from "../../../plumbing/ip-batch.js";
 import { randomMac } from "../../../plumbing/mac.js";
 import type { PluginInvocation } from "../../chain/plugin-runner.js";
@@ -75,8 +76,5 @@ export function plumbingError(err: unknown, step: string): CniError {
   if (err instanceof CniError) return err;
   if (err instanceof IpCommandError)
     return new CniError(DriverErrorCode.PlumbingFailed, `${step}: ${err.message}`);
-  return new CniError(
-    DriverErrorCode.PlumbingFailed,
-    `${step}: ${err instanceof Error ? err.message : String(err)}`,
-  );
+  return new CniError(DriverErrorCode.PlumbingFailed, `${step}: ${messageOf(err)}`);
 }
