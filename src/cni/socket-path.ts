@@ -9,6 +9,13 @@ export const MAX_SOCKET_PATH_BYTES = 107;
 /** Where the driver serves and the shim calls, unless told otherwise (`--socket`, the conflist's `socket`). */
 export const DEFAULT_SOCKET = "/run/cni-driver/driver.sock";
 
+/**
+ * Where the driver keeps its state (the deletion queue the shim fills, and by
+ * default the result cache), unless told otherwise (`--state-dir`/`--cache-dir`,
+ * the conflist's `stateDir`).
+ */
+export const DEFAULT_STATE_DIR = "/var/lib/cni-driver";
+
 /** Why `path` cannot be a unix socket's path, or undefined when it can. */
 export function socketPathProblem(path: string): string | undefined {
   const bytes = Buffer.byteLength(path, "utf8");

@@ -17,6 +17,7 @@ import { CniError, ErrorCode } from "../cni/errors.js";
 import { DEFAULT_SOCKET } from "../cni/socket-path.js";
 import { type FlagSpec, parseFlags, UsageError, usage, wantsHelp } from "../common/flags.js";
 import { exitAfterStop, untilStopSignal } from "../common/stop-signal.js";
+import { fromWireError } from "../wire/convert.js";
 import type { KeyValue, WireCniError } from "../wire/types.js";
 import { driverVersion, startDriver } from "./lifecycle/daemon.js";
 import {
@@ -237,7 +238,7 @@ function timeoutMsOf(text: unknown): number {
 
 function printCniError(e: WireCniError, cniVersion: string): void {
   process.stdout.write(
-    `${JSON.stringify(new CniError(e.code, e.msg, e.details).toJSON(cniVersion || undefined), null, 4)}\n`,
+    `${JSON.stringify(fromWireError(e).toJSON(cniVersion || undefined), null, 4)}\n`,
   );
 }
 

@@ -1,5 +1,5 @@
 /*
- * The shim's stdin configuration (src/cni/shim-config.ts says the same rules):
+ * The shim's stdin configuration (test/support/shim-config.ts says the same rules):
  * the checks every CNI plugin makes (JSON, a valid `name`, a `cniVersion` the
  * plugin speaks), then the shim's own conflist keys, each optional:
  *

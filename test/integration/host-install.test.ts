@@ -16,7 +16,7 @@ import { expect } from "chai";
 import { KNOWN_CAPABILITIES } from "../../src/cni/capabilities.js";
 import { parseNetworkConfigList } from "../../src/cni/conflist.js";
 import { buildPluginStdin } from "../../src/cni/plugin-config.js";
-import { DEFAULT_STATE_DIR } from "../../src/cni/shim-config.js";
+import { DEFAULT_STATE_DIR } from "../../src/cni/socket-path.js";
 import { writeFileAtomic } from "../../src/common/atomic-write.js";
 import {
   HOST_CONFLIST_NAME,

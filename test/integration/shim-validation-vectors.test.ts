@@ -1,7 +1,7 @@
 /**
  * Every vector of test/vectors/shim-validation.json through the built shim
  * (dist/bin/cni-driver-shim), exec'd with exactly the vector's environment and
- * stdin. The unit tests run the same table through src/cni/shim-config.ts.
+ * stdin. The unit tests run the same table through test/support/shim-config.ts.
  *
  * The config's socket is a tripwire (a unix socket that counts connections) and
  * its stateDir a temporary directory, each put in only where the vector's

@@ -1,7 +1,7 @@
 /**
  * The shim's validation vectors (test/vectors/shim-validation.json): one table
  * of what cni-driver-shim answers before it makes any call, run by the unit
- * tests through src/cni/shim-config.ts and by the integration tests through the
+ * tests through test/support/shim-config.ts and by the integration tests through the
  * built binary, so the two cannot drift.
  *
  * A vector:

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { CniError, isFailureCode } from "../../src/cni/errors.js";
-import { toWireError } from "../../src/driver/rpc/service.js";
+import { toWireError } from "../../src/wire/convert.js";
 
 describe("CNI error codes on the wire", () => {
   it("takes 1 to 2^32-1 for a failure, and not 0, negatives, fractions or larger codes", () => {

@@ -1,14 +1,9 @@
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
-import {
-  containerInterfaceIndex,
-  containerIps,
-  convertResult,
-  formatResult,
-  parseResult,
-  resultToJSON,
-  toResult100,
-} from "../../src/cni/result.js";
+import { containerInterfaceIndex, containerIps } from "../../src/cni/result-container.js";
+import { convertResult, toResult100 } from "../../src/cni/result-convert.js";
+import { formatResult, resultToJSON } from "../../src/cni/result-json.js";
+import { parseResult } from "../../src/cni/result-read.js";
 import type { AnyResult, Result020, Result040, Result100 } from "../../src/cni/types.js";
 import { type CniVersion, resultFamily, SUPPORTED_VERSIONS } from "../../src/cni/versions.js";
 

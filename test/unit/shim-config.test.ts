@@ -5,12 +5,8 @@
  * (test/unit/shim-validation-vectors.test.ts).
  */
 import { expect } from "chai";
-import {
-  DEFAULT_STATE_DIR,
-  DEFAULT_TIMEOUT_SECONDS,
-  parseShimConfig,
-} from "../../src/cni/shim-config.js";
-import { DEFAULT_SOCKET } from "../../src/cni/socket-path.js";
+import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from "../../src/cni/socket-path.js";
+import { DEFAULT_TIMEOUT_SECONDS, parseShimConfig } from "../support/shim-config.js";
 
 const bytes = (v: unknown): Uint8Array =>
   Buffer.from(typeof v === "string" ? v : JSON.stringify(v));

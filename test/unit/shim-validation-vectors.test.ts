@@ -6,7 +6,7 @@
  */
 import { expect } from "chai";
 import { CniError } from "../../src/cni/errors.js";
-import { checkShimCall } from "../../src/cni/shim-config.js";
+import { checkShimCall } from "../support/shim-config.js";
 import { isOkVector, loadShimVectors, vectorEnv, vectorStdin } from "../support/shim-vectors.js";
 
 const vectors = loadShimVectors();

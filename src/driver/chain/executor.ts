@@ -13,7 +13,8 @@ import { type NetworkConfigList, parseNetworkConfigList } from "../../cni/confli
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { buildGcStdin, type GcAttachment, staleAttachments } from "../../cni/gc.js";
 import { buildPluginStdin, buildStatusStdin } from "../../cni/plugin-config.js";
-import { convertResult, parseResult } from "../../cni/result.js";
+import { convertResult } from "../../cni/result-convert.js";
+import { parseResult } from "../../cni/result-read.js";
 import type { AnyResult } from "../../cni/types.js";
 import { type CniVersion, requireVerbSupported, versionAtLeast } from "../../cni/versions.js";
 import { toleratedCheckFailure } from "./plugin-bugs.js";

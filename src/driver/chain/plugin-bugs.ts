@@ -5,7 +5,7 @@
  * says is passed on as libcni would.
  */
 import type { CniError } from "../../cni/errors.js";
-import { toResult100 } from "../../cni/result.js";
+import { toResult100 } from "../../cni/result-convert.js";
 import type { AnyResult } from "../../cni/types.js";
 import { ipFamily } from "../../net/ip.js";
 

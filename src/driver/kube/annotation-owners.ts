@@ -13,7 +13,7 @@
  */
 import { podIdentityFromArgs } from "../../cni/args.js";
 import type { CachedAttachment } from "../../cni/cache.js";
-import { parseResult } from "../../cni/result.js";
+import { parseResult } from "../../cni/result-read.js";
 import { ANNOTATED_IF_NAME, type PodRef, podInterfaceMac } from "./pod-annotations.js";
 
 /** One attachment of a pod: the driver's attachment identity (container id + ifname). */

@@ -16,7 +16,7 @@
  * annotated, nor has its annotation removed, for an older sandbox's sake.
  */
 import type pino from "pino";
-import { toResult100 } from "../../cni/result.js";
+import { toResult100 } from "../../cni/result-convert.js";
 import type { AnyResult } from "../../cni/types.js";
 import { type BackoffPolicy, backoffDelay } from "../../common/backoff.js";
 import type { KubeApi } from "./api.js";

@@ -12,7 +12,8 @@
  */
 import type pino from "pino";
 import { type NetworkConfigList, parseNetworkConfigList } from "../../cni/conflist.js";
-import { parseResult, toResult100 } from "../../cni/result.js";
+import { toResult100 } from "../../cni/result-convert.js";
+import { parseResult } from "../../cni/result-read.js";
 import {
   cidrContains,
   cidrNetwork,

@@ -3,7 +3,7 @@
  * become; every check of a flag's value is here, so a bad flag stops the
  * driver before anything starts.
  */
-import { DEFAULT_SOCKET, socketPathProblem } from "../../cni/socket-path.js";
+import { DEFAULT_SOCKET, DEFAULT_STATE_DIR, socketPathProblem } from "../../cni/socket-path.js";
 import { type FlagSpec, type FlagValues, UsageError } from "../../common/flags.js";
 import type { LogLevel } from "../../common/logger.js";
 import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from "../rpc/connection-gate.js";
@@ -12,10 +12,10 @@ import type { HostLocalMode } from "./backends.js";
 export const SERVE_FLAGS: readonly FlagSpec[] = [
   { name: "socket", default: DEFAULT_SOCKET, help: "the gRPC unix socket" },
   { name: "config-dir", default: "/etc/cni-driver", help: "the mounted ConfigMap directory" },
-  { name: "state-dir", default: "/var/lib/cni-driver", help: "driver state: the deletion queue" },
+  { name: "state-dir", default: DEFAULT_STATE_DIR, help: "driver state: the deletion queue" },
   {
     name: "cache-dir",
-    default: "/var/lib/cni-driver",
+    default: DEFAULT_STATE_DIR,
     help: "the result cache (libcni format, under results/)",
   },
   {

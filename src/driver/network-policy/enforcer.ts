@@ -22,7 +22,8 @@
  */
 import type pino from "pino";
 import { podIdentityFromArgs } from "../../cni/args.js";
-import { parseResult, toResult100 } from "../../cni/result.js";
+import { toResult100 } from "../../cni/result-convert.js";
+import { parseResult } from "../../cni/result-read.js";
 import type { Result100 } from "../../cni/types.js";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";

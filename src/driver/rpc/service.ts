@@ -2,17 +2,27 @@
  * The RPC surface of the driver, apart from what gets configured (Antrea's
  * cniserver split): each handler validates, takes the attachment lock, picks the
  * network from the live config, runs the executor and answers with a CNI result
- * or a CNI error. Transport (gRPC on node:http2) lives in server.ts.
+ * or a CNI error. Transport (gRPC on node:http2) lives in server.ts; the
+ * conversions between the proto's messages and the driver's values, in
+ * src/wire/convert.ts.
  */
 import { performance } from "node:perf_hooks";
 import type pino from "pino";
 import { type CniArgPair, podIdentityFromArgs } from "../../cni/args.js";
 import type { NetworkConfigList } from "../../cni/conflist.js";
-import { CniError, ErrorCode, isFailureCode } from "../../cni/errors.js";
-import { convertResult, formatResult, toResult100 } from "../../cni/result.js";
+import { CniError, ErrorCode } from "../../cni/errors.js";
 import type { AnyResult } from "../../cni/types.js";
 import { requireVerbSupported, SUPPORTED_VERSIONS } from "../../cni/versions.js";
 import { logCall } from "../../common/logger.js";
+import {
+  fromWireAttachments,
+  fromWireError,
+  NotReadyError,
+  toPodResponse,
+  toWireActiveConfig,
+  toWireConfigError,
+  toWireError,
+} from "../../wire/convert.js";
 import {
   API_VERSION,
   type CniStatusRequest,
@@ -20,16 +30,13 @@ import {
   type ErrorOnlyResponse,
   type GarbageCollectRequest,
   type GarbageCollectResponse,
-  NOT_READY_DETAILS,
   type PodRequest,
   type PodResponse,
   type WireCniError,
-  type WireResult,
 } from "../../wire/types.js";
 import type { ChainExecutor } from "../chain/executor.js";
 import { type AttachmentLocks, attachmentKey } from "../chain/locks.js";
 import type { ConfigSource } from "../config/config-source.js";
-import type { DriverConfig } from "../config/network-config.js";
 import type { Metrics } from "../metrics.js";
 import { HostNetnsGuard } from "./host-netns-guard.js";
 import { requireApiVersion, resolvePodRequest } from "./pod-request.js";
@@ -196,19 +203,12 @@ export class DriverService {
           },
         );
         step = "converting the result";
-        const out = convertResult(result, r.cniVersion ?? list.cniVersion);
+        const response = toPodResponse(result, r.cniVersion ?? list.cniVersion);
         this.tell((o) => o.attached(info, result));
-        return {
-          error: null,
-          cni_version: out.cniVersion,
-          result_json: formatResult(out),
-          result: toWireResult(result),
-        };
+        return response;
       },
       (error) => {
-        this.tell((o) =>
-          o.setUpFailed(info, step, new CniError(error.code, error.msg, error.details)),
-        );
+        this.tell((o) => o.setUpFailed(info, step, fromWireError(error)));
         return { error, cni_version: version || "", result_json: "", result: null };
       },
     );
@@ -237,7 +237,7 @@ export class DriverService {
           const network = r.network || this.networkOfAttachment(containerId, ifName);
           call.network = network || undefined;
           if (!network)
-            throw notReady([
+            throw new NotReadyError([
               "no valid network configuration loaded, and the request names no network",
             ]);
           // A network gone from the config is still torn down from its cached config.
@@ -286,14 +286,8 @@ export class DriverService {
       error: null,
       ready: false,
       not_ready_reasons: [],
-      config: cfg ? activeConfig(cfg) : null,
-      last_config_error: lastError
-        ? {
-            message: lastError.message,
-            at_unix_ms: lastError.at.getTime(),
-            source: lastError.source,
-          }
-        : null,
+      config: cfg ? toWireActiveConfig(cfg) : null,
+      last_config_error: lastError ? toWireConfigError(lastError) : null,
       supported_cni_versions: [...SUPPORTED_VERSIONS],
       driver_version: this.d.driverVersion,
       attachments: this.d.attachments.size,
@@ -343,11 +337,7 @@ export class DriverService {
         await this.d.locks.exclusive(async () => {
           for (const [i, n] of req.networks.entries()) {
             const list = lists[i] as NetworkConfigList;
-            const valid = n.valid_attachments.map((a) => ({
-              containerId: a.container_id,
-              ifName: a.ifname,
-            }));
-            const out = await this.d.executor.gc(list, valid);
+            const out = await this.d.executor.gc(list, fromWireAttachments(n.valid_attachments));
             removed += out.removed;
             errors.push(...out.errors);
             for (const gone of out.removedAttachments) {
@@ -378,7 +368,9 @@ export class DriverService {
   private network(name: string): NetworkConfigList {
     const cfg = this.d.config.current();
     if (!cfg) {
-      throw notReady([this.d.config.lastError()?.message ?? "no network configuration loaded yet"]);
+      throw new NotReadyError([
+        this.d.config.lastError()?.message ?? "no network configuration loaded yet",
+      ]);
     }
     const want = name || cfg.defaultNetwork;
     const list = cfg.networks.get(want);
@@ -410,7 +402,7 @@ export class DriverService {
 
   private requireReady(): void {
     const reasons = this.d.notReadyReasons();
-    if (reasons.length > 0) throw notReady(reasons);
+    if (reasons.length > 0) throw new NotReadyError(reasons);
   }
 
   /**
@@ -432,8 +424,7 @@ export class DriverService {
     try {
       out = await fn(call);
       const wireErr = (out as { error?: WireCniError | null }).error;
-      if (wireErr && wireErr.code !== 0)
-        error = new CniError(wireErr.code, wireErr.msg, wireErr.details);
+      if (wireErr && wireErr.code !== 0) error = fromWireError(wireErr);
     } catch (err) {
       error = CniError.from(err);
       out = onError(toWireError(error));
@@ -452,83 +443,4 @@ export class DriverService {
     });
     return out;
   }
-}
-
-/** The driver's refusal of a call while it is not ready: nothing was done, the call may come again. */
-class NotReadyError extends CniError {
-  constructor(reasons: string[]) {
-    super(
-      ErrorCode.TryAgainLater,
-      `cni-driver is not ready: ${reasons.join("; ")}`,
-      NOT_READY_DETAILS,
-    );
-  }
-}
-
-function notReady(reasons: string[]): CniError {
-  return new NotReadyError(reasons);
-}
-
-/** Never a code that reads as success (0) or does not fit the wire's uint32: those go as 999. */
-export function toWireError(e: CniError): WireCniError {
-  if (!isFailureCode(e.code))
-    return {
-      code: ErrorCode.Internal,
-      msg: `${e.message} (error code ${e.code})`,
-      details: e.details,
-    };
-  return {
-    code: e.code,
-    msg: e.message,
-    details: e.details,
-    not_ready: e instanceof NotReadyError,
-  };
-}
-
-function activeConfig(cfg: DriverConfig): CniStatusResponse["config"] {
-  return {
-    networks: [...cfg.networks.keys()],
-    default_network: cfg.defaultNetwork,
-    source: cfg.source,
-    content_hash: cfg.contentHash,
-    generation: cfg.generation,
-    loaded_at_unix_ms: cfg.loadedAt.getTime(),
-  };
-}
-
-/** The typed result (always the 1.x shape, which holds the most). */
-export function toWireResult(result: AnyResult): WireResult {
-  const r = toResult100(result);
-  return {
-    interfaces: (r.interfaces ?? []).map((i) => ({
-      name: i.name,
-      mac: i.mac ?? "",
-      sandbox: i.sandbox ?? "",
-      ...(i.mtu !== undefined ? { mtu: i.mtu } : {}),
-      socket_path: i.socketPath ?? "",
-      pci_id: i.pciID ?? "",
-    })),
-    ips: (r.ips ?? []).map((ip) => ({
-      address: ip.address,
-      gateway: ip.gateway ?? "",
-      ...(ip.interface !== undefined ? { interface: ip.interface } : {}),
-    })),
-    routes: (r.routes ?? []).map((rt) => ({
-      dst: rt.dst,
-      gw: rt.gw ?? "",
-      ...(rt.mtu !== undefined ? { mtu: rt.mtu } : {}),
-      ...(rt.advmss !== undefined ? { advmss: rt.advmss } : {}),
-      ...(rt.priority !== undefined ? { priority: rt.priority } : {}),
-      ...(rt.table !== undefined ? { table: rt.table } : {}),
-      ...(rt.scope !== undefined ? { scope: rt.scope } : {}),
-    })),
-    dns: r.dns
-      ? {
-          nameservers: r.dns.nameservers ?? [],
-          domain: r.dns.domain ?? "",
-          search: r.dns.search ?? [],
-          options: r.dns.options ?? [],
-        }
-      : null,
-  };
 }

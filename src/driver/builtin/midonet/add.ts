@@ -5,7 +5,8 @@
  * error goes back: the runtime may never call DEL.
  */
 import { CniError } from "../../../cni/errors.js";
-import { convertResult, parseResult, toResult100 } from "../../../cni/result.js";
+import { convertResult, toResult100 } from "../../../cni/result-convert.js";
+import { parseResult } from "../../../cni/result-read.js";
 import type { Result100, Route } from "../../../cni/types.js";
 import { requireSupportedVersion } from "../../../cni/versions.js";
 import { parseCidr } from "../../../net/ip.js";

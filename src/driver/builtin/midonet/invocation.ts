@@ -5,7 +5,8 @@
  */
 import { parseCniArgs, podIdentityFromArgs } from "../../../cni/args.js";
 import { CniError, ErrorCode } from "../../../cni/errors.js";
-import { parseResult, toResult100 } from "../../../cni/result.js";
+import { toResult100 } from "../../../cni/result-convert.js";
+import { parseResult } from "../../../cni/result-read.js";
 import type { Result100 } from "../../../cni/types.js";
 import { messageOf } from "../../../common/errors.js";
 import { hostVethName, podVethKey } from "../../../midonet/host-veth-name.js";

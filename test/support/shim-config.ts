@@ -4,10 +4,11 @@
  * the config's version, CNI_ARGS, and for GC the runtime's valid set. A failure
  * here changes nothing anywhere: no call reaches the driver, nothing is written.
  *
- * The shim is a separate (C) program; it applies exactly these rules, and both
- * are held to one table of cases, test/vectors/shim-validation.json, which the
- * unit tests run through checkShimCall and the integration tests through the
- * built binary.
+ * The shim is a separate (C) program, src/remote-plugin-shim/config.c; this is
+ * its mirror in TypeScript, for the tests only. Both apply exactly these rules
+ * and are held to one table of cases, test/vectors/shim-validation.json, which
+ * the unit tests run through checkShimCall and the integration tests through
+ * the built binary.
  *
  * The shim's conflist keys, each optional:
  *
@@ -22,23 +23,22 @@
  * A key of the wrong type or an unusable value is code 7, naming the key.
  */
 
-import { isObject } from "../common/json.js";
-import { type CniArgPair, parseCniArgs } from "./args.js";
-import { type EnvRecord, type PluginEnv, parsePluginEnv } from "./env.js";
-import { CniError, ErrorCode } from "./errors.js";
-import { type GcAttachment, parseGcValidAttachments } from "./gc.js";
-import { goTypeName, utf8Text } from "./go-json.js";
-import { requireStdinConfigSize } from "./limits.js";
-import { validateNetworkName } from "./names.js";
-import { DEFAULT_SOCKET, socketPathProblem } from "./socket-path.js";
+import { type CniArgPair, parseCniArgs } from "../../src/cni/args.js";
+import { type EnvRecord, type PluginEnv, parsePluginEnv } from "../../src/cni/env.js";
+import { CniError, ErrorCode } from "../../src/cni/errors.js";
+import { type GcAttachment, parseGcValidAttachments } from "../../src/cni/gc.js";
+import { goTypeName, utf8Text } from "../../src/cni/go-json.js";
+import { requireStdinConfigSize } from "../../src/cni/limits.js";
+import { validateNetworkName } from "../../src/cni/names.js";
+import { DEFAULT_SOCKET, DEFAULT_STATE_DIR, socketPathProblem } from "../../src/cni/socket-path.js";
 import {
   type CniVersion,
   DEFAULT_CONFIG_VERSION,
   requireSupportedVersion,
   requireVerbSupported,
-} from "./versions.js";
+} from "../../src/cni/versions.js";
+import { isObject } from "../../src/common/json.js";
 
-export const DEFAULT_STATE_DIR = "/var/lib/cni-driver";
 export const DEFAULT_TIMEOUT_SECONDS = 30;
 /**
  * The longest timer Node keeps (2^31-1 ms), in whole seconds. The shim's limit
