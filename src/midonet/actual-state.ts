@@ -12,8 +12,9 @@
  * Members of a tunnel zone named by a node annotation are read (to compare) but
  * not taken for orphans, that zone being the operator's, with one exception: a
  * node's host in the zone the node's record names (`joined`, kept on the Node:
- * see TunnelZoneRecords in reconciler.ts) is ours, as the controller may have
- * put it there, so a node moved out of that zone while we were down is found.
+ * see TunnelZoneRecords in reconcile-writes.ts) is ours, as the controller may
+ * have put it there, so a node moved out of that zone while we were down is
+ * found.
  *
  * Not ours, whatever the listing shows: the Local /32 routes MidoNet adds for
  * each router port address and learned routes (MidoNet keeps them itself).

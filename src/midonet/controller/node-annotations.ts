@@ -14,10 +14,10 @@
  *   Present annotations are the operator's choice and stay; removing one lets
  *   the controller fill it again.
  * - midonet.org/tunnel-zone-joined: the zone the reconciler last joined the
- *   node's host to, written when it asks (TunnelZoneRecords in reconciler.ts):
- *   before it POSTs a membership, and after it deleted the one named. Not the
- *   operator's: it is how a restart finds a membership in a zone the node was
- *   moved out of while the controller was down.
+ *   node's host to, written when it asks (TunnelZoneRecords in
+ *   reconcile-writes.ts): before it POSTs a membership, and after it deleted
+ *   the one named. Not the operator's: it is how a restart finds a membership
+ *   in a zone the node was moved out of while the controller was down.
  *
  * Nothing is written for a node whose host MidoNet does not know (yet): the
  * host list is read again every refresh period while such a node exists.
