@@ -14,14 +14,9 @@
  */
 import { spawnSync } from "node:child_process";
 import { performance } from "node:perf_hooks";
-import { type PlumbingBackendName, selectPlumbingBackend } from "../src/plumbing/backend.js";
-import { ensureBridge } from "../src/plumbing/bridge.js";
+import { choosePlumbing, type PlumbingBackendName } from "../src/plumbing/backend.js";
 import { randomMac } from "../src/plumbing/mac.js";
-import {
-  configureContainerSide,
-  createVethPair,
-  deletePodInterface,
-} from "../src/plumbing/pod-interface.js";
+import type { PodPlumbing } from "../src/plumbing/pod-plumbing.js";
 import { uniqueTag } from "../test/support/netns.js";
 import { ipBatch, percentile, processCpuMs } from "./common.js";
 
@@ -45,8 +40,7 @@ const cpuMs = (): number => processCpuMs([process.pid]);
 
 let podSeq = 0;
 
-async function round(backend: PlumbingBackendName, pods: number, into?: Samples): Promise<void> {
-  await selectPlumbingBackend(backend);
+async function round(plumbing: PodPlumbing, pods: number, into?: Samples): Promise<void> {
   const names = Array.from({ length: pods }, () => `bp-${tag}-${podSeq++}`);
   ipBatch(names.map((n) => `netns add ${n}`));
   await new Promise((r) => setTimeout(r, 100));
@@ -67,15 +61,15 @@ async function round(backend: PlumbingBackendName, pods: number, into?: Samples)
         hostMac: randomMac(),
       };
       const t0 = performance.now();
-      await createVethPair(spec, { bridge });
-      await configureContainerSide({
+      await plumbing.createVethPair(spec, { bridge });
+      await plumbing.configureContainerSide({
         netns: spec.netns,
         ifName: "eth0",
         addresses: [{ cidr: `10.244.235.${(i % 250) + 2}/24` }],
         routes: [{ dst: "0.0.0.0/0", gw: "10.244.235.1" }],
       });
       const t1 = performance.now();
-      await deletePodInterface({
+      await plumbing.deletePodInterface({
         netns: spec.netns,
         ifName: "eth0",
         hostIfName: spec.hostIfName,
@@ -103,13 +97,16 @@ async function main(): Promise<void> {
     netlink: { setup: [], teardown: [], cpuMs: 0, loopBusyMs: 0, pods: 0, wallMs: 0 },
     iproute2: { setup: [], teardown: [], cpuMs: 0, loopBusyMs: 0, pods: 0, wallMs: 0 },
   };
-  await selectPlumbingBackend("iproute2");
-  await ensureBridge(bridge, ["10.244.235.1/24"], 1500);
+  const impl: Record<PlumbingBackendName, PodPlumbing> = {
+    netlink: (await choosePlumbing("netlink")).plumbing,
+    iproute2: (await choosePlumbing("iproute2")).plumbing,
+  };
+  await impl.iproute2.ensureBridge(bridge, ["10.244.235.1/24"], 1500);
   try {
-    for (const b of ["netlink", "iproute2"] as const) await round(b, WARMUP);
+    for (const b of ["netlink", "iproute2"] as const) await round(impl[b], WARMUP);
     const quarter = Math.ceil(PODS / 2);
     for (const b of ["netlink", "iproute2", "iproute2", "netlink"] as const)
-      await round(b, quarter, results[b]);
+      await round(impl[b], quarter, results[b]);
   } finally {
     spawnSync("ip", ["link", "del", bridge], { stdio: "ignore" });
   }

@@ -1,5 +1,10 @@
-/** The per-node Linux bridge of the kernel datapath: it holds the gateway addresses and the host veths. */
-import { netlinkPlumbing } from "./backend.js";
+/**
+ * The per-node Linux bridge of the kernel datapath, through iproute2: it holds
+ * the gateway addresses and the host veths. ensureBridge and listBridgePorts
+ * are iproute2Plumbing's (iproute2.ts); the gateways' pruning
+ * (lifecycle/bridge-gateways.ts) reads and removes addresses here whichever
+ * implementation serves pods.
+ */
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { bridgeMac } from "./mac.js";
 import { showLink } from "./pod-interface.js";
@@ -13,8 +18,6 @@ export async function ensureBridge(
   gatewayCidrs: readonly string[],
   mtu?: number,
 ): Promise<void> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.ensureBridge(name, gatewayCidrs, mtu);
   const link = await showLink(name);
   const cmds: string[] = [];
   if (!link)
@@ -45,8 +48,6 @@ export async function ensureBridge(
 
 /** The names of the links enslaved to the bridge; [] when it does not exist. */
 export async function listBridgePorts(name: string): Promise<string[]> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.listBridgePorts(name);
   try {
     const lines = await ipBatch([`link show master ${name}`], { json: true });
     return (parseJsonLines<{ ifname: string }>(lines)[0] ?? []).map((l) => l.ifname);

@@ -1,11 +1,12 @@
 /**
- * A pod's veth pair: the container end named as the runtime asked, inside the
- * pod's netns, with its addresses and routes; the host end in the host netns.
- * Through rtnetlink in-process when the native addon is there (backend.ts);
- * otherwise two `ip -batch` execs set a pod up (the first can overlap IPAM) and
- * one tears it down.
+ * A pod's veth pair through iproute2: the container end named as the runtime
+ * asked, inside the pod's netns, with its addresses and routes; the host end in
+ * the host netns. Two `ip -batch` execs set a pod up (the first can overlap
+ * IPAM) and one tears it down. Stateless functions, assembled with bridge.ts's
+ * into iproute2Plumbing (iproute2.ts), the fallback implementation of
+ * PodPlumbing; showLink also serves the node link (node-link.ts), which is
+ * iproute2's whichever implementation serves pods.
  */
-import { netlinkPlumbing } from "./backend.js";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { hostMacStillMatches } from "./mac.js";
 import { netnsExists, netnsName } from "./netns.js";
@@ -42,8 +43,6 @@ export function netnsLinkRef(path: string): string | undefined {
  * nameable netns) they come up in phase 2. On failure nothing is left behind.
  */
 export async function createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.createVethPair(spec, host);
   const ref = netnsLinkRef(spec.netns);
   const master = host.bridge ? ` master ${host.bridge}` : "";
   const hairpin = host.bridge
@@ -85,41 +84,12 @@ export async function createVethPair(spec: VethSpec, host: HostAttachment): Prom
 }
 
 /**
- * createVethPair, except that a host end of the same name left by another
- * sandbox is removed and the pair made again. The host name comes from the
- * pod's identity, so an older sandbox of the same pod whose DEL has not come
- * yet (or never will: a runtime that lost it) would otherwise fail every new
- * sandbox with "File exists", and the pod would never start. The newest sandbox
- * wins, as kubelet wants it; the older one's DEL later spares the new link (it
- * checks the MAC). A name taken inside the pod's own netns is not stale: that
- * failure stands. Returns whether a stale host end was replaced.
- */
-export async function createVethPairReplacingStale(
-  spec: VethSpec,
-  host: HostAttachment,
-): Promise<boolean> {
-  try {
-    await createVethPair(spec, host);
-    return false;
-  } catch (err) {
-    if (!(err instanceof IpCommandError) || !err.exists) throw err;
-    if (!(await showLink(spec.hostIfName))) throw err;
-    if (await showLink(spec.ifName, spec.netns)) throw err;
-    await deleteHostLink(spec.hostIfName);
-    await createVethPair(spec, host);
-    return true;
-  }
-}
-
-/**
  * Phase 2, once IPAM has answered: addresses, the interface and lo up (if
  * phase 1 has not), routes. One exec inside the netns through iproute2 (one
  * more per family for an `ifNoDefault` route). The caller removes the pair if
  * it fails. Answers the `ifNoDefault` routes left out: the pod had one already.
  */
 export async function configureContainerSide(spec: ContainerSideSpec): Promise<PodRoute[]> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.configureContainerSide(spec);
   const skipped: PodRoute[] = [];
   const routes: PodRoute[] = [];
   for (const r of spec.routes) {
@@ -156,8 +126,6 @@ async function hasDefaultRoute(netns: string, family: 4 | 6): Promise<boolean> {
  * Returns whether anything was removed.
  */
 export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.deletePodInterface(ref);
   if (netnsExists(ref.netns)) {
     try {
       await ipBatch([`link del dev ${ref.ifName}`], { netns: ref.netns });
@@ -180,8 +148,6 @@ export async function deletePodInterface(ref: PodInterfaceRef): Promise<boolean>
 
 /** Removes one host link by name; missing is fine. */
 export async function deleteHostLink(name: string): Promise<void> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.deleteHostLink(name);
   try {
     await ipBatch([`link del dev ${name}`]);
   } catch (err) {
@@ -191,8 +157,6 @@ export async function deleteHostLink(name: string): Promise<void> {
 
 /** A link in the host (or in `netns`), undefined when it does not exist. */
 export async function showLink(name: string, netns?: string): Promise<LinkInfo | undefined> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.showLink(name, netns);
   try {
     const lines = await ipBatch([`link show dev ${name}`], { json: true, details: true, netns });
     return parseJsonLines<LinkInfo>(lines)[0]?.[0];
@@ -212,8 +176,6 @@ export async function inspectPodInterface(
   ifName: string,
   withIpv6Routes: boolean,
 ): Promise<PodInterfaceState | undefined> {
-  const nl = await netlinkPlumbing();
-  if (nl) return nl.inspectPodInterface(netns, ifName, withIpv6Routes);
   let lines: string[];
   try {
     lines = await ipBatch([`addr show dev ${ifName}`, `route show dev ${ifName}`], {

@@ -20,6 +20,7 @@ import { CniError } from "../../src/cni/errors.js";
 import type { JsonObject } from "../../src/common/json.js";
 import { createHostLocalPlugin } from "../../src/driver/builtin/host-local/plugin.js";
 import { execPlugin, type Verb } from "../../src/driver/chain/plugin-exec.js";
+import { spawnBackend } from "../../src/driver/chain/plugin-process.js";
 import { REFERENCE_PLUGIN_DIR, requireReferencePlugins } from "../support/requirements.js";
 
 // ---------------------------------------------------------------------------
@@ -88,6 +89,9 @@ function inProcess(call: Call, stdin: JsonObject): Promise<Answer> {
   );
 }
 
+/** How the binary is exec'd: as the daemon would choose at start. */
+const binarySpawn = spawnBackend();
+
 function binary(call: Call, stdin: JsonObject): Promise<Answer> {
   return answerOf(
     execPlugin({
@@ -101,6 +105,7 @@ function binary(call: Call, stdin: JsonObject): Promise<Answer> {
       stdin: JSON.stringify(stdin),
       timeoutMs: TIMEOUT_MS,
       baseEnv: process.env,
+      spawn: binarySpawn,
     }),
   );
 }

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import { loadNativeAddon } from "../../src/common/native-addon.js";
-import { selectSpawnBackend } from "../../src/driver/chain/plugin-process.js";
+import { spawnBackend } from "../../src/driver/chain/plugin-process.js";
 import { encodeGetLink, readExchange } from "../../src/plumbing/netlink/rtnetlink.js";
 import { type NetlinkAddon, NetlinkSession } from "../../src/plumbing/netlink/session.js";
 import { REPO_ROOT } from "../support/driver-harness.js";
@@ -56,13 +56,9 @@ describe("native parts: the addons and the shim binary (integration)", function 
     it("cni_driver_spawn loads and is the driver's way of exec'ing plugins", () => {
       const addon = loaded<{ supported(): boolean }>("cni_driver_spawn");
       expect(addon.supported(), "pidfd_open").to.equal(true);
-      try {
-        // Throws, naming why, when the driver could not use it.
-        const backend = selectSpawnBackend("native");
-        expect(backend.reason).to.contain(join(REPO_ROOT, "build/Release/cni_driver_spawn.node"));
-      } finally {
-        selectSpawnBackend(); // back to what the environment chooses, for the suites after this one
-      }
+      // Throws, naming why, when the driver could not use it.
+      const backend = spawnBackend("native");
+      expect(backend.reason).to.contain(join(REPO_ROOT, "build/Release/cni_driver_spawn.node"));
     });
 
     it("cni_driver_flock loads, and a lock it holds keeps a second open of the file out", () => {

@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { expect } from "chai";
 import type { Verb } from "../../src/driver/chain/plugin-exec.js";
-import { selectSpawnBackend } from "../../src/driver/chain/plugin-process.js";
+import type { SpawnBackend } from "../../src/driver/chain/plugin-process.js";
 import {
   type BurstCall,
   type BurstOutcome,
@@ -479,11 +479,10 @@ function killRun(mark: string, escapedDir: string): void {
 const CHILD_SCRIPT = `
 import { readFileSync, writeFileSync } from "node:fs";
 const [planFile, resultFile, helperUrl, processUrl] = process.argv.slice(2);
-const { selectSpawnBackend } = await import(processUrl);
+const { spawnBackend } = await import(processUrl);
 const { startBurst } = await import(helperUrl);
-selectSpawnBackend("native");
 const { calls, inFlight } = JSON.parse(readFileSync(planFile, "utf8"));
-const burst = startBurst(calls, inFlight);
+const burst = startBurst(calls, inFlight, spawnBackend("native"));
 await burst.done;
 writeFileSync(resultFile, JSON.stringify(burst.outcomes));
 process.stdout.write("settled\\n");
@@ -499,9 +498,10 @@ for (const backend of ["native", "node"] as const)
     const mark = `${MARK_VAR}=${process.pid}-${backend}-${Date.now()}`;
     const markValue = mark.slice(MARK_VAR.length + 1);
     let child: ChildProcess | undefined;
+    let spawnWith: SpawnBackend;
 
     before(function () {
-      useSpawn(this, backend);
+      spawnWith = useSpawn(this, backend);
       root = mkdtempSync(join(tmpdir(), "cni-plugin-stress-"));
       dirs = { bin: join(root, "bin"), pids: join(root, "pids"), escaped: join(root, "escaped") };
       for (const dir of Object.values(dirs)) mkdirSync(dir);
@@ -511,7 +511,6 @@ for (const backend of ["native", "node"] as const)
     });
 
     after(() => {
-      selectSpawnBackend();
       if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
       if (root) {
         killRun(mark, dirs.escaped);
@@ -523,7 +522,7 @@ for (const backend of ["native", "node"] as const)
       // One call of each kind first: what a first exec sets up for good (a
       // signal pipe, the spawn threads) is not a leak.
       const warmUp = planBurst(KINDS, KINDS.length, "warm", dirs, markValue);
-      const warm = startBurst(warmUp, KINDS.length);
+      const warm = startBurst(warmUp, KINDS.length, spawnWith);
       expect(await settlesWithin(warm.done, HANG_GUARD_MS), "warm-up settled").to.equal(true);
       expectNone(mismatches(warmUp, warm.outcomes, dirs.pids), "warm-up calls that ended wrongly");
 
@@ -532,7 +531,7 @@ for (const backend of ["native", "node"] as const)
 
       const calls = planBurst(KINDS, CALLS, "call", dirs, markValue);
       expect(new Set(calls.map((c) => c.kind.name))).to.have.lengthOf(KINDS.length);
-      const burst = startBurst(calls, IN_FLIGHT);
+      const burst = startBurst(calls, IN_FLIGHT, spawnWith);
       await settlesWithin(burst.done, HANG_GUARD_MS);
 
       const unsettled = calls.flatMap((c, i) =>

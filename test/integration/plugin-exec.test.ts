@@ -23,7 +23,7 @@ import {
   findPlugin,
   PluginExecError,
 } from "../../src/driver/chain/plugin-exec.js";
-import { selectSpawnBackend } from "../../src/driver/chain/plugin-process.js";
+import type { SpawnBackend } from "../../src/driver/chain/plugin-process.js";
 import { useSpawn } from "../support/plugin-spawn.js";
 
 const DEBIAN_PLUGINS = "/usr/lib/cni";
@@ -117,6 +117,8 @@ for (const backend of ["native", "node"] as const)
     let root: string;
     let binDir: string;
     let otherBinDir: string;
+    /** This suite's implementation, as the daemon hands it to the plugin runner. */
+    let spawn: SpawnBackend;
 
     /** Writes an executable sh script as a fake plugin into binDir. */
     async function fakePlugin(name: string, body: string, dir = binDir): Promise<string> {
@@ -125,7 +127,10 @@ for (const backend of ["native", "node"] as const)
       return path;
     }
 
-    const request = (type: string, extra: Partial<ExecRequest> = {}): ExecRequest => ({
+    const request = (
+      type: string,
+      extra: Partial<Omit<ExecRequest, "spawn">> = {},
+    ): ExecRequest => ({
       type,
       binDirs: [binDir],
       command: "ADD",
@@ -134,11 +139,12 @@ for (const backend of ["native", "node"] as const)
       ifName: "eth0",
       stdin: '{"cniVersion":"1.0.0","name":"net"}',
       timeoutMs: 10_000,
+      spawn,
       ...extra,
     });
 
     before(async function () {
-      useSpawn(this, backend);
+      spawn = useSpawn(this, backend);
       root = await mkdtemp(join(tmpdir(), "cni-plugin-exec-"));
       binDir = join(root, "bin");
       otherBinDir = join(root, "bin2");
@@ -147,7 +153,6 @@ for (const backend of ["native", "node"] as const)
     });
 
     after(async () => {
-      selectSpawnBackend();
       if (root) await rm(root, { recursive: true, force: true });
     });
 
@@ -205,6 +210,7 @@ for (const backend of ["native", "node"] as const)
           command: "VERSION",
           stdin: '{"cniVersion":"1.0.0"}',
           timeoutMs: 10_000,
+          spawn,
         });
         expect(out).to.have.property("cniVersion", "1.0.0");
         expect((out as { supportedVersions: string[] }).supportedVersions).to.include.members([
@@ -287,6 +293,7 @@ for (const backend of ["native", "node"] as const)
           command: "GC",
           stdin: "{}",
           timeoutMs: 10_000,
+          spawn,
           baseEnv: {
             CNI_NETNS: "/proc/1/ns/net",
             CNI_IFNAME: "eth9",

@@ -3,24 +3,16 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
-import { type PlumbingBackendName, selectPlumbingBackend } from "../../src/plumbing/backend.js";
-import { ensureBridge, listBridgePorts } from "../../src/plumbing/bridge.js";
+import { choosePlumbing, type PlumbingBackendName } from "../../src/plumbing/backend.js";
 import { IpCommandError } from "../../src/plumbing/ip-batch.js";
+import { iproute2Plumbing } from "../../src/plumbing/iproute2.js";
 import { bridgeMac } from "../../src/plumbing/mac.js";
-import { netlinkRequest, netlinkStats, netlinkSweep } from "../../src/plumbing/netlink/index.js";
+import type { RtnetlinkPlumbing } from "../../src/plumbing/netlink/index.js";
 import { decodeLink, encodeGetLink, readExchange } from "../../src/plumbing/netlink/rtnetlink.js";
 import { netnsName } from "../../src/plumbing/netns.js";
-import {
-  configureContainerSide,
-  createVethPair,
-  createVethPairReplacingStale,
-  deleteHostLink,
-  deletePodInterface,
-  inspectPodInterface,
-  netnsLinkRef,
-  showLink,
-} from "../../src/plumbing/pod-interface.js";
+import { netnsLinkRef } from "../../src/plumbing/pod-interface.js";
 import type { LinkInfo } from "../../src/plumbing/pod-interface-types.js";
+import type { PodPlumbing } from "../../src/plumbing/pod-plumbing.js";
 import { createNetns, deleteNetns, uniqueTag } from "../support/netns.js";
 import { patient } from "../support/patience.js";
 import { requireRoot } from "../support/requirements.js";
@@ -45,12 +37,15 @@ describe("plumbing: netns references", () => {
 });
 
 /**
- * Selects the backend for a suite; the netlink one needs the native addon
+ * The implementation a suite runs on, chosen as the daemon chooses it with
+ * CNI_DRIVER_PLUMBING=`backend`; the netlink one needs the native addon
  * (scripts/build-native.sh): skipped without it outside CI, a failure in CI.
  */
-async function useBackend(ctx: Mocha.Context, backend: PlumbingBackendName): Promise<void> {
+async function useBackend(ctx: Mocha.Context, backend: PlumbingBackendName): Promise<PodPlumbing> {
   try {
-    await selectPlumbingBackend(backend);
+    const chosen = await choosePlumbing(backend);
+    expect(chosen.name).to.equal(backend);
+    return chosen.plumbing;
   } catch (err) {
     if (process.env.CI === "true") throw err;
     console.warn(`    [skipped: requirement missing: ${(err as Error).message}]`);
@@ -58,9 +53,11 @@ async function useBackend(ctx: Mocha.Context, backend: PlumbingBackendName): Pro
   }
 }
 
+// The same checks, whole, against each implementation of PodPlumbing.
 for (const backend of ["netlink", "iproute2"] as const)
   describe(`plumbing: a pod's veth pair through ${backend} (root)`, function () {
     this.timeout(30_000);
+    let p: PodPlumbing;
     const tag = uniqueTag();
     const bridge = `cpb${tag}`;
     const ns = `cpl-${tag}`;
@@ -70,13 +67,12 @@ for (const backend of ["netlink", "iproute2"] as const)
 
     before(async function () {
       requireRoot(this);
-      await useBackend(this, backend);
+      p = await useBackend(this, backend);
       tmp = mkdtempSync(join(tmpdir(), "cni-driver-plumbing-"));
       createNetns(ns);
     });
 
     after(async () => {
-      await selectPlumbingBackend().catch(() => undefined);
       sleeper?.kill("SIGKILL");
       if (tmp) {
         spawnSync("umount", [bindPath()], { stdio: "ignore" });
@@ -104,10 +100,10 @@ for (const backend of ["netlink", "iproute2"] as const)
     });
 
     it("creates the pair from the host for a /run/netns path, on the bridge, then configures the pod side", async () => {
-      await ensureBridge(bridge, ["10.244.233.1/24"], 1450);
+      await p.ensureBridge(bridge, ["10.244.233.1/24"], 1450);
       const s = spec(`/run/netns/${ns}`, 1);
-      await createVethPair(s, { bridge });
-      expect(await listBridgePorts(bridge)).to.include(s.hostIfName);
+      await p.createVethPair(s, { bridge });
+      expect(await p.listBridgePorts(bridge)).to.include(s.hostIfName);
       // Services: a pod reaching itself (hairpin), replies across the bridge un-NATed (br_netfilter).
       const details = (name: string) =>
         JSON.parse(
@@ -115,16 +111,16 @@ for (const backend of ["netlink", "iproute2"] as const)
         )[0]?.linkinfo;
       expect(details(s.hostIfName)?.info_slave_data?.hairpin, "hairpin").to.equal(true);
       expect(details(bridge)?.info_data?.nf_call_iptables, "nf_call_iptables").to.equal(1);
-      const host = await showLink(s.hostIfName);
+      const host = await p.showLink(s.hostIfName);
       expect(host?.address).to.equal(s.hostMac);
       expect(host?.mtu).to.equal(1450);
-      await configureContainerSide({
+      await p.configureContainerSide({
         netns: s.netns,
         ifName: s.ifName,
         addresses: [{ cidr: "10.244.233.5/24" }],
         routes: [{ dst: "0.0.0.0/0", gw: "10.244.233.1" }],
       });
-      const state = await inspectPodInterface(s.netns, s.ifName, false);
+      const state = await p.inspectPodInterface(s.netns, s.ifName, false);
       expect(state?.link.address).to.equal(s.containerMac);
       expect(state?.link.linkinfo?.info_kind).to.equal("veth");
       expect(state?.addresses.map((a) => `${a.local}/${a.prefixlen}`)).to.include(
@@ -154,15 +150,15 @@ for (const backend of ["netlink", "iproute2"] as const)
       }
       expect(path).to.match(/^\/proc\/\d+\/ns\/net$/);
       const s = spec(path, 2);
-      await createVethPair(s, {});
-      expect((await showLink(s.hostIfName))?.operstate).to.not.equal(undefined);
-      expect(await inspectPodInterface(`/run/netns/${ns}`, s.ifName, false)).to.not.equal(
+      await p.createVethPair(s, {});
+      expect((await p.showLink(s.hostIfName))?.operstate).to.not.equal(undefined);
+      expect(await p.inspectPodInterface(`/run/netns/${ns}`, s.ifName, false)).to.not.equal(
         undefined,
       );
       expect(
-        await deletePodInterface({ netns: path, ifName: s.ifName, hostIfName: s.hostIfName }),
+        await p.deletePodInterface({ netns: path, ifName: s.ifName, hostIfName: s.hostIfName }),
       ).to.equal(true);
-      expect(await showLink(s.hostIfName)).to.equal(undefined);
+      expect(await p.showLink(s.hostIfName)).to.equal(undefined);
     });
 
     it("creates the pair from inside the netns for a path ip cannot name (a bind mount)", async () => {
@@ -172,9 +168,9 @@ for (const backend of ["netlink", "iproute2"] as const)
       });
       expect(m.status, m.stderr).to.equal(0);
       const s = spec(bindPath(), 3);
-      await createVethPair(s, { bridge });
-      expect(await listBridgePorts(bridge)).to.include(s.hostIfName);
-      expect((await inspectPodInterface(bindPath(), s.ifName, false))?.link.address).to.equal(
+      await p.createVethPair(s, { bridge });
+      expect(await p.listBridgePorts(bridge)).to.include(s.hostIfName);
+      expect((await p.inspectPodInterface(bindPath(), s.ifName, false))?.link.address).to.equal(
         s.containerMac,
       );
     });
@@ -182,91 +178,91 @@ for (const backend of ["netlink", "iproute2"] as const)
     it("DEL removes the pair through the netns, and is idempotent", async () => {
       const s = spec(`/run/netns/${ns}`, 1);
       expect(
-        await deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName }),
+        await p.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName }),
       ).to.equal(true);
-      expect(await showLink(s.hostIfName)).to.equal(undefined);
+      expect(await p.showLink(s.hostIfName)).to.equal(undefined);
       expect(
-        await deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName }),
+        await p.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName }),
       ).to.equal(false);
     });
 
     it("DEL with a vanished netns removes the host end, unless its MAC says another sandbox owns it", async () => {
       const s = spec(bindPath(), 3);
       expect(
-        await deletePodInterface({
+        await p.deletePodInterface({
           netns: "/run/netns/gone-for-good",
           ifName: s.ifName,
           hostIfName: s.hostIfName,
           hostMac: "02:ff:ff:ff:ff:ff",
         }),
       ).to.equal(false);
-      expect(await showLink(s.hostIfName)).to.not.equal(undefined);
+      expect(await p.showLink(s.hostIfName)).to.not.equal(undefined);
       expect(
-        await deletePodInterface({
+        await p.deletePodInterface({
           netns: "",
           ifName: s.ifName,
           hostIfName: s.hostIfName,
           hostMac: s.hostMac,
         }),
       ).to.equal(true);
-      expect(await showLink(s.hostIfName)).to.equal(undefined);
-      await deleteHostLink(s.hostIfName);
+      expect(await p.showLink(s.hostIfName)).to.equal(undefined);
+      await p.deleteHostLink(s.hostIfName);
     });
 
     it("DEL with a vanished netns and no recorded MAC leaves the host end: it may be a newer sandbox's", async () => {
       const s = spec(`/run/netns/${ns}`, 6);
-      await createVethPair(s, {});
+      await p.createVethPair(s, {});
       try {
         expect(
-          await deletePodInterface({
+          await p.deletePodInterface({
             netns: "/run/netns/gone-for-good",
             ifName: s.ifName,
             hostIfName: s.hostIfName,
           }),
         ).to.equal(false);
-        expect((await showLink(s.hostIfName))?.address).to.equal(s.hostMac);
-        expect(await inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
+        expect((await p.showLink(s.hostIfName))?.address).to.equal(s.hostMac);
+        expect(await p.inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
       } finally {
-        await deleteHostLink(s.hostIfName);
+        await p.deleteHostLink(s.hostIfName);
       }
     });
 
     it("DEL with a netns path left as an empty file (unmounted, not unlinked) takes it for gone", async () => {
       const s = spec(`/run/netns/${ns}`, 6);
-      await createVethPair(s, {});
+      await p.createVethPair(s, {});
       const unmounted = join(tmp, "unmounted-netns");
       writeFileSync(unmounted, "");
       expect(
-        await deletePodInterface({
+        await p.deletePodInterface({
           netns: unmounted,
           ifName: s.ifName,
           hostIfName: s.hostIfName,
           hostMac: s.hostMac,
         }),
       ).to.equal(true);
-      expect(await showLink(s.hostIfName)).to.equal(undefined);
+      expect(await p.showLink(s.hostIfName)).to.equal(undefined);
     });
 
     it("creates a bridge with a MAC of its own, which a port with a lower MAC does not change", async () => {
       const br = `${bridge}m`;
-      await ensureBridge(br, ["10.244.234.1/24"], 1500);
-      expect((await showLink(br))?.address).to.equal(bridgeMac(br));
+      await p.ensureBridge(br, ["10.244.234.1/24"], 1500);
+      expect((await p.showLink(br))?.address).to.equal(bridgeMac(br));
       const s = { ...spec(`/run/netns/${ns}`, 6), hostMac: "02:00:00:00:00:00" };
-      await createVethPair(s, { bridge: br });
+      await p.createVethPair(s, { bridge: br });
       try {
-        expect(await listBridgePorts(br)).to.deep.equal([s.hostIfName]);
-        expect((await showLink(br))?.address).to.equal(bridgeMac(br));
+        expect(await p.listBridgePorts(br)).to.deep.equal([s.hostIfName]);
+        expect((await p.showLink(br))?.address).to.equal(bridgeMac(br));
       } finally {
-        await deleteHostLink(s.hostIfName);
-        await deleteHostLink(br);
+        await p.deleteHostLink(s.hostIfName);
+        await p.deleteHostLink(br);
       }
     });
 
     it("adds an IPv6 address without duplicate address detection: usable when ADD answers", async () => {
       const s = spec(`/run/netns/${ns}`, 6);
-      await createVethPair(s, {});
+      await p.createVethPair(s, {});
       try {
-        await configureContainerSide({
+        await p.configureContainerSide({
           netns: s.netns,
           ifName: s.ifName,
           addresses: [{ cidr: "fd98:6::6/64" }],
@@ -278,7 +274,7 @@ for (const backend of ["netlink", "iproute2"] as const)
         const line = shown.split("\n").find((l) => l.includes("fd98:6::6/64")) ?? "";
         expect(line, shown).to.contain("nodad").and.not.contain("tentative");
       } finally {
-        await deleteHostLink(s.hostIfName);
+        await p.deleteHostLink(s.hostIfName);
       }
     });
 
@@ -288,25 +284,25 @@ for (const backend of ["netlink", "iproute2"] as const)
       try {
         // The older sandbox: the same host name, its peer in another netns.
         const stale = { ...spec(`/run/netns/${old}`, 4), hostMac: "02:00:00:00:04:99" };
-        await createVethPair(stale, { bridge });
+        await p.createVethPair(stale, { bridge });
         const s = spec(`/run/netns/${ns}`, 4);
-        expect(await createVethPairReplacingStale(s, { bridge })).to.equal(true);
-        expect((await showLink(s.hostIfName))?.address).to.equal(s.hostMac);
-        expect(await listBridgePorts(bridge)).to.include(s.hostIfName);
-        expect(await inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
-        expect(await inspectPodInterface(stale.netns, stale.ifName, false)).to.equal(undefined);
+        expect(await p.createVethPairReplacingStale(s, { bridge })).to.equal(true);
+        expect((await p.showLink(s.hostIfName))?.address).to.equal(s.hostMac);
+        expect(await p.listBridgePorts(bridge)).to.include(s.hostIfName);
+        expect(await p.inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
+        expect(await p.inspectPodInterface(stale.netns, stale.ifName, false)).to.equal(undefined);
 
         // Again for the same netns: its eth4 is there, so the host end is not stale.
         const again = { ...s, hostMac: "02:00:00:00:04:98" };
-        const err = await createVethPairReplacingStale(again, { bridge }).catch((e) => e);
+        const err = await p.createVethPairReplacingStale(again, { bridge }).catch((e) => e);
         expect(err).to.be.instanceOf(IpCommandError);
         expect((err as IpCommandError).exists).to.equal(true);
-        expect((await showLink(s.hostIfName))?.address, "the pod's host end kept").to.equal(
+        expect((await p.showLink(s.hostIfName))?.address, "the pod's host end kept").to.equal(
           s.hostMac,
         );
         // A fresh name is no replacement at all.
         const fresh = { ...spec(`/run/netns/${old}`, 5), hostIfName: `mph${tag}5` };
-        expect(await createVethPairReplacingStale(fresh, {})).to.equal(false);
+        expect(await p.createVethPairReplacingStale(fresh, {})).to.equal(false);
       } finally {
         for (const l of [`mph${tag}4`, `mph${tag}5`])
           spawnSync("ip", ["link", "del", l], { stdio: "ignore" });
@@ -316,43 +312,43 @@ for (const backend of ["netlink", "iproute2"] as const)
 
     it("takes an interface name iproute2 reads as a keyword (up), and says plainly what batch mode cannot carry (#)", async () => {
       const keyword = { ...spec(`/run/netns/${ns}`, 6), ifName: "up" };
-      await createVethPair(keyword, {});
-      await configureContainerSide({
+      await p.createVethPair(keyword, {});
+      await p.configureContainerSide({
         netns: keyword.netns,
         ifName: "up",
         addresses: [{ cidr: "10.244.235.6/24" }],
         routes: [],
       });
-      expect((await inspectPodInterface(keyword.netns, "up", false))?.link.address).to.equal(
+      expect((await p.inspectPodInterface(keyword.netns, "up", false))?.link.address).to.equal(
         keyword.containerMac,
       );
       expect(
-        await deletePodInterface({
+        await p.deletePodInterface({
           netns: keyword.netns,
           ifName: "up",
           hostIfName: keyword.hostIfName,
           hostMac: keyword.hostMac,
         }),
       ).to.equal(true);
-      expect(await showLink(keyword.hostIfName)).to.equal(undefined);
+      expect(await p.showLink(keyword.hostIfName)).to.equal(undefined);
 
       const hash = { ...spec(`/run/netns/${ns}`, 6), ifName: "net#1" };
-      const made = await createVethPair(hash, {}).then(
+      const made = await p.createVethPair(hash, {}).then(
         () => undefined,
         (e: unknown) => e as Error,
       );
       if (backend === "netlink") {
         expect(made).to.equal(undefined);
-        await deleteHostLink(hash.hostIfName);
+        await p.deleteHostLink(hash.hostIfName);
       } else {
         expect(made?.message).to.contain("cannot carry a '#'");
-        expect(await showLink(hash.hostIfName)).to.equal(undefined);
+        expect(await p.showLink(hash.hostIfName)).to.equal(undefined);
       }
     });
 
     it("a failing pod-side step names the command and the netns", async () => {
       try {
-        await configureContainerSide({
+        await p.configureContainerSide({
           netns: `/run/netns/${ns}`,
           ifName: "nosuch0",
           addresses: [{ cidr: "10.0.0.1/24" }],
@@ -369,6 +365,8 @@ for (const backend of ["netlink", "iproute2"] as const)
 
 describe("plumbing: netlink specifics (root)", function () {
   this.timeout(120_000);
+  /** This suite's own implementation, its worker and sockets apart from any other suite's. */
+  let nl: RtnetlinkPlumbing;
   const tag = uniqueTag();
   const bridge = `cnb${tag}`;
   const ns = `cnl-${tag}`;
@@ -384,9 +382,12 @@ describe("plumbing: netlink specifics (root)", function () {
     if (r.status !== 0) throw new Error(`ip -batch: ${r.stderr}`);
   };
 
+  /** Imports RtnetlinkPlumbing in a script run by runModule. */
+  const importNetlink = `const { RtnetlinkPlumbing } = await import(${JSON.stringify(new URL("../../src/plumbing/netlink/index.ts", import.meta.url).href)});`;
+
   /**
-   * Runs an ES module `script` in a Node process of its own, on the netlink
-   * backend (and `env`); answers its last line of output, parsed as JSON.
+   * Runs an ES module `script` in a Node process of its own (with `env`);
+   * answers its last line of output, parsed as JSON.
    */
   const runModule = (script: string, env: NodeJS.ProcessEnv = {}, what = "script"): unknown => {
     const r = spawnSync(
@@ -395,7 +396,7 @@ describe("plumbing: netlink specifics (root)", function () {
       {
         encoding: "utf8",
         cwd: new URL("../../", import.meta.url).pathname,
-        env: { ...process.env, CNI_DRIVER_PLUMBING: "netlink", ...env },
+        env: { ...process.env, ...env },
         timeout: patient(60_000),
       },
     );
@@ -405,7 +406,7 @@ describe("plumbing: netlink specifics (root)", function () {
 
   before(async function () {
     requireRoot(this);
-    await useBackend(this, "netlink");
+    nl = (await useBackend(this, "netlink")) as RtnetlinkPlumbing;
     createNetns(ns);
   });
 
@@ -417,7 +418,6 @@ describe("plumbing: netlink specifics (root)", function () {
       input: many.map((n) => `netns del ${n}`).join("\n"),
       stdio: ["pipe", "ignore", "ignore"],
     });
-    await selectPlumbingBackend().catch(() => undefined);
   });
 
   const spec = (netns: string, i: number) => ({
@@ -441,24 +441,24 @@ describe("plumbing: netlink specifics (root)", function () {
       master: l.master,
     };
 
-  async function snapshot(s: ReturnType<typeof spec>) {
-    const pod = await inspectPodInterface(s.netns, s.ifName, true);
+  async function snapshot(p: PodPlumbing, s: ReturnType<typeof spec>) {
+    const pod = await p.inspectPodInterface(s.netns, s.ifName, true);
     return {
-      host: comparable(await showLink(s.hostIfName)),
-      bridge: comparable(await showLink(bridge)),
-      ports: (await listBridgePorts(bridge)).sort(),
+      host: comparable(await p.showLink(s.hostIfName)),
+      bridge: comparable(await p.showLink(bridge)),
+      ports: (await p.listBridgePorts(bridge)).sort(),
       pod: comparable(pod?.link),
-      podLo: comparable(await showLink("lo", s.netns)),
+      podLo: comparable(await p.showLink("lo", s.netns)),
       addresses: pod?.addresses.map((a) => `${a.family} ${a.local}/${a.prefixlen}`).sort(),
       routes: pod?.routes.map((r) => `${r.dst} via ${r.gateway ?? "-"}`).sort(),
     };
   }
 
   it("reads links, addresses and routes exactly as the iproute2 backend does", async () => {
-    await ensureBridge(bridge, ["10.244.234.1/24", "fd00:234::1/64"], 1400);
+    await nl.ensureBridge(bridge, ["10.244.234.1/24", "fd00:234::1/64"], 1400);
     const s = spec(nsPath, 1);
-    await createVethPair(s, { bridge });
-    await configureContainerSide({
+    await nl.createVethPair(s, { bridge });
+    await nl.configureContainerSide({
       netns: s.netns,
       ifName: s.ifName,
       addresses: [{ cidr: "10.244.234.5/24" }, { cidr: "fd00:234::5/64" }],
@@ -471,14 +471,12 @@ describe("plumbing: netlink specifics (root)", function () {
     // The kernel sets operstate asynchronously (linkwatch): compare once both ends settled.
     const deadline = Date.now() + 5000;
     while (Date.now() < deadline) {
-      const [h, p] = [await showLink(s.hostIfName), await showLink(s.ifName, s.netns)];
+      const [h, p] = [await nl.showLink(s.hostIfName), await nl.showLink(s.ifName, s.netns)];
       if (h?.operstate === "UP" && p?.operstate === "UP") break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    const viaNetlink = await snapshot(s);
-    await selectPlumbingBackend("iproute2");
-    const viaIproute2 = await snapshot(s);
-    await selectPlumbingBackend("netlink");
+    const viaNetlink = await snapshot(nl, s);
+    const viaIproute2 = await snapshot(iproute2Plumbing, s);
     expect(viaNetlink).to.deep.equal(viaIproute2);
     expect(viaNetlink.host?.master).to.equal(bridge);
     expect(viaNetlink.addresses).to.include.members([
@@ -501,11 +499,12 @@ describe("plumbing: netlink specifics (root)", function () {
     const specs = [4, 5, 6, 7, 8, 9].map((i) => spec(nsPath, i));
     // Every pair deleted at once; the process ends as soon as the answers are in.
     const script = `
-      const pi = await import(${JSON.stringify(new URL("../../src/plumbing/pod-interface.ts", import.meta.url).href)});
+      ${importNetlink}
+      const nl = new RtnetlinkPlumbing();
       const specs = ${JSON.stringify(specs)};
-      for (const s of specs) await pi.createVethPair(s, {});
+      for (const s of specs) await nl.createVethPair(s, {});
       const removed = await Promise.all(specs.map((s) =>
-        pi.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName })));
+        nl.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName })));
       console.log(JSON.stringify(removed));
     `;
     for (let run = 1; run <= 3; run++) {
@@ -515,29 +514,29 @@ describe("plumbing: netlink specifics (root)", function () {
 
   it("closes the pod netns socket when the pod's interface is deleted", async () => {
     const s = spec(nsPath, 1);
-    await netlinkSweep();
-    expect(await inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
-    const before = (await netlinkStats()).cached;
+    await nl.sweep();
+    expect(await nl.inspectPodInterface(s.netns, s.ifName, false)).to.not.equal(undefined);
+    const before = (await nl.stats()).cached;
     expect(before).to.be.at.least(1);
     expect(
-      await deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName }),
+      await nl.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName }),
     ).to.equal(true);
-    expect((await netlinkStats()).cached).to.equal(before - 1);
+    expect((await nl.stats()).cached).to.equal(before - 1);
   });
 
   it("sets a pod up and down without exec'ing anything (ip and nsenter unavailable)", () => {
     const s = spec(nsPath, 2);
     const script = `
-      const pi = await import(${JSON.stringify(new URL("../../src/plumbing/pod-interface.ts", import.meta.url).href)});
-      const br = await import(${JSON.stringify(new URL("../../src/plumbing/bridge.ts", import.meta.url).href)});
+      ${importNetlink}
+      const nl = new RtnetlinkPlumbing();
       const s = ${JSON.stringify(s)};
-      await br.ensureBridge(${JSON.stringify(bridge)}, ["10.244.234.1/24"], 1400);
-      await pi.createVethPair(s, { bridge: ${JSON.stringify(bridge)} });
-      await pi.configureContainerSide({ netns: s.netns, ifName: s.ifName,
+      await nl.ensureBridge(${JSON.stringify(bridge)}, ["10.244.234.1/24"], 1400);
+      await nl.createVethPair(s, { bridge: ${JSON.stringify(bridge)} });
+      await nl.configureContainerSide({ netns: s.netns, ifName: s.ifName,
         addresses: [{ cidr: "10.244.234.6/24" }], routes: [{ dst: "0.0.0.0/0", gw: "10.244.234.1" }] });
-      const state = await pi.inspectPodInterface(s.netns, s.ifName, false);
-      const ports = await br.listBridgePorts(${JSON.stringify(bridge)});
-      const removed = await pi.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName });
+      const state = await nl.inspectPodInterface(s.netns, s.ifName, false);
+      const ports = await nl.listBridgePorts(${JSON.stringify(bridge)});
+      const removed = await nl.deletePodInterface({ netns: s.netns, ifName: s.ifName, hostIfName: s.hostIfName });
       console.log(JSON.stringify({ mac: state?.link.address, onBridge: ports.includes(s.hostIfName), removed }));
     `;
     const out = runModule(script, {
@@ -555,7 +554,7 @@ describe("plumbing: netlink specifics (root)", function () {
     // In a process of its own: the quiet time is shortened there, not in this one's worker.
     const script = `
       import { readdirSync, readFileSync } from "node:fs";
-      const nl = await import(${JSON.stringify(new URL("../../src/plumbing/netlink/index.ts", import.meta.url).href)});
+      ${importNetlink}
       const threads = () => Number(/^Threads:\\s+(\\d+)$/m.exec(readFileSync("/proc/self/status", "utf8"))[1]);
       const fds = () => readdirSync("/proc/self/fd").length;
       const until = async (what, ok) => {
@@ -563,10 +562,10 @@ describe("plumbing: netlink specifics (root)", function () {
         for (let i = 0; i < tries; i++) { if (ok()) return; await new Promise((r) => setTimeout(r, 50)); }
         throw new Error("still waiting for " + what);
       };
-      nl.setNetlinkWorkerQuietMs(300);
+      const nl = new RtnetlinkPlumbing({ quietMs: 300 });
       const before = { threads: threads(), fds: fds() };
       const first = (await nl.showLink("lo", ${JSON.stringify(nsPath)}))?.ifname;
-      const during = { threads: threads(), sockets: (await nl.netlinkStats()).cached };
+      const during = { threads: threads(), sockets: (await nl.stats()).cached };
       await until("the worker to end", () => threads() === before.threads);
       const after = { threads: threads(), fds: fds() };
       const again = (await nl.showLink("lo", ${JSON.stringify(nsPath)}))?.ifname;
@@ -590,16 +589,17 @@ describe("plumbing: netlink specifics (root)", function () {
 
   it("keeps at most 64 netns sockets and leaks no fd: 200 pods' netns opened, then removed", async () => {
     ipBatch(many.map((n) => `netns add ${n}`));
-    await netlinkSweep();
-    const base = await netlinkStats();
-    for (const n of many) expect((await showLink("lo", `/run/netns/${n}`))?.ifname).to.equal("lo");
-    const full = await netlinkStats();
+    await nl.sweep();
+    const base = await nl.stats();
+    for (const n of many)
+      expect((await nl.showLink("lo", `/run/netns/${n}`))?.ifname).to.equal("lo");
+    const full = await nl.stats();
     expect(full.cached).to.equal(64);
     expect(full.opened - base.opened).to.equal(200);
     expect(full.processFds - base.processFds).to.equal(64 - base.cached);
     ipBatch(many.map((n) => `netns del ${n}`));
-    await netlinkSweep();
-    const after = await netlinkStats();
+    await nl.sweep();
+    const after = await nl.stats();
     expect(after.cached).to.equal(0);
     expect(after.opened - after.closed).to.equal(1); // the host socket
     expect(after.processFds).to.equal(base.processFds - base.cached);
@@ -620,16 +620,16 @@ describe("plumbing: netlink specifics (root)", function () {
       "name",
       "probe1",
     ]);
-    expect((await showLink("probe0", path))?.linkinfo?.info_kind).to.equal("veth");
+    expect((await nl.showLink("probe0", path))?.linkinfo?.info_kind).to.equal("veth");
     ipBatch([`netns del ${many[0]}`, `netns add ${many[0]}`]);
-    expect(await showLink("probe0", path)).to.equal(undefined);
-    expect((await showLink("lo", path))?.ifname).to.equal("lo");
+    expect(await nl.showLink("probe0", path)).to.equal(undefined);
+    expect((await nl.showLink("lo", path))?.ifname).to.equal("lo");
   });
 
   it("a missing netns is an error naming it (ENOENT), not a missing link", async () => {
     const gone = `/run/netns/cnl-gone-${tag}`;
     try {
-      await showLink("lo", gone);
+      await nl.showLink("lo", gone);
       expect.fail("should throw");
     } catch (e) {
       expect(e).to.be.instanceOf(IpCommandError);
@@ -637,35 +637,35 @@ describe("plumbing: netlink specifics (root)", function () {
       expect((e as Error).message).to.contain(gone);
     }
     try {
-      await createVethPair(spec(gone, 3), {});
+      await nl.createVethPair(spec(gone, 3), {});
       expect.fail("should throw");
     } catch (e) {
       expect((e as Error).message)
         .to.contain(gone)
         .and.to.contain("ENOENT");
     }
-    expect(await showLink(`mnl${tag}3`)).to.equal(undefined);
+    expect(await nl.showLink(`mnl${tag}3`)).to.equal(undefined);
   });
 
   it("a name already taken: exists, named in the message, nothing left behind", async () => {
     const s = spec(nsPath, 3);
-    await createVethPair(s, {});
+    await nl.createVethPair(s, {});
     try {
-      await createVethPair({ ...s, ifName: "eth9", containerMac: "02:00:00:00:19:01" }, {});
+      await nl.createVethPair({ ...s, ifName: "eth9", containerMac: "02:00:00:00:19:01" }, {});
       expect.fail("should throw");
     } catch (e) {
       expect(e).to.be.instanceOf(IpCommandError);
       expect((e as IpCommandError).exists).to.equal(true);
       expect((e as Error).message).to.contain(`link add ${s.hostIfName}`);
     }
-    expect(await showLink("eth9", nsPath)).to.equal(undefined);
+    expect(await nl.showLink("eth9", nsPath)).to.equal(undefined);
     expect(
-      await deletePodInterface({ netns: nsPath, ifName: s.ifName, hostIfName: s.hostIfName }),
+      await nl.deletePodInterface({ netns: nsPath, ifName: s.ifName, hostIfName: s.hostIfName }),
     ).to.equal(true);
   });
 
   it("a raw exchange crosses to the worker and back", async () => {
-    const answer = await netlinkRequest(undefined, encodeGetLink(77, { name: "lo" }));
+    const answer = await nl.request(undefined, encodeGetLink(77, { name: "lo" }));
     const out = readExchange(answer, 77);
     expect(out.error).to.equal(undefined);
     expect(decodeLink(out.messages[0]!)).to.include({ ifname: "lo", index: 1 });

@@ -6,17 +6,21 @@
 import { expect } from "chai";
 import { type ExecRequest, execPlugin } from "../../src/driver/chain/plugin-exec.js";
 import {
+  type SpawnBackend,
   type SpawnBackendName,
-  selectSpawnBackend,
+  spawnBackend,
 } from "../../src/driver/chain/plugin-process.js";
 
 /**
- * Selects how plugins are started for a suite; "native" needs the spawn addon
+ * The implementation a suite starts its plugins with, as the daemon would
+ * choose it with CNI_DRIVER_SPAWN=`backend`; "native" needs the spawn addon
  * (scripts/build-native.sh): skipped without it outside CI, a failure in CI.
  */
-export function useSpawn(ctx: Mocha.Context, backend: SpawnBackendName): void {
+export function useSpawn(ctx: Mocha.Context, backend: SpawnBackendName): SpawnBackend {
   try {
-    expect(selectSpawnBackend(backend).name).to.equal(backend);
+    const chosen = spawnBackend(backend);
+    expect(chosen.name).to.equal(backend);
+    return chosen;
   } catch (err) {
     if (process.env.CI === "true") throw err;
     console.warn(`    [skipped: requirement missing: ${(err as Error).message}]`);
@@ -26,7 +30,7 @@ export function useSpawn(ctx: Mocha.Context, backend: SpawnBackendName): void {
 
 /** One call of a burst: a request that survives JSON, and when to abort it. */
 export interface BurstCall {
-  request: Omit<ExecRequest, "signal" | "onStderr">;
+  request: Omit<ExecRequest, "signal" | "onStderr" | "spawn">;
   /** Aborts the call through an AbortSignal this long after it starts. */
   abortAfterMs?: number;
 }
@@ -49,8 +53,12 @@ export interface Burst {
   done: Promise<void>;
 }
 
-/** Runs `calls` in order, at most `inFlight` at once. */
-export function startBurst(calls: readonly BurstCall[], inFlight: number): Burst {
+/** Runs `calls` in order, at most `inFlight` at once, each started through `spawn`. */
+export function startBurst(
+  calls: readonly BurstCall[],
+  inFlight: number,
+  spawn: SpawnBackend,
+): Burst {
   const burst: Burst = {
     outcomes: calls.map(() => undefined),
     maxInFlight: 0,
@@ -64,7 +72,7 @@ export function startBurst(calls: readonly BurstCall[], inFlight: number): Burst
       controller && setTimeout(() => controller.abort(), call.abortAfterMs as number);
     const started = Date.now();
     try {
-      const value = await execPlugin({ ...call.request, signal: controller?.signal });
+      const value = await execPlugin({ ...call.request, spawn, signal: controller?.signal });
       return { ms: Date.now() - started, settled: "value", value };
     } catch (err) {
       const e = err as { name?: string; code?: unknown; message?: string; details?: unknown };

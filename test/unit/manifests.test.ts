@@ -47,6 +47,7 @@ import { loadDriverConfig } from "../../src/driver/config/network-config.js";
 import { DEFAULT_INSTALLED_PLUGINS } from "../../src/driver/lifecycle/host-install.js";
 import { SERVE_FLAGS } from "../../src/driver/lifecycle/serve-flags.js";
 import { CONTROLLER_FLAGS } from "../../src/midonet/controller/main.js";
+import { iproute2Plumbing } from "../../src/plumbing/iproute2.js";
 import { requireCommand } from "../support/requirements.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -713,7 +714,8 @@ describe("manifests (daemonset/ and configmap/)", () => {
   describe("the ConfigMap", () => {
     const cm = find<IConfigMap>(RAW, "ConfigMap", "cni-driver-config");
     const files = new Map(Object.entries(cm.data ?? {}).map(([k, v]) => [k, Buffer.from(v)]));
-    const builtin = createMidonetPlugin();
+    // Only its validate() is used: no plumbing is called.
+    const builtin = createMidonetPlugin({ plumbing: iproute2Plumbing });
     const load = (pluginExists: (type: string) => boolean) =>
       loadDriverConfig(
         files,

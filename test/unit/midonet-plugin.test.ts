@@ -16,6 +16,7 @@ import { hostVethName } from "../../src/midonet/host-veth-name.js";
 import type {
   ContainerSideSpec,
   HostAttachment,
+  LinkInfo,
   PodInterfaceRef,
   PodInterfaceState,
   PodRoute,
@@ -62,6 +63,7 @@ class FakePlumbing implements PodPlumbing {
   skipped: PodRoute[] = [];
   state: PodInterfaceState | undefined;
   ports: Record<string, string[]> = {};
+  links: Record<string, LinkInfo> = {};
 
   private async step(name: keyof PodPlumbing, ...args: unknown[]): Promise<void> {
     this.calls.push([name, ...structuredClone(args)]);
@@ -74,6 +76,8 @@ class FakePlumbing implements PodPlumbing {
     await this.step("listBridgePorts", name);
     return this.ports[name] ?? [];
   };
+  createVethPair = async (spec: VethSpec, host: HostAttachment) =>
+    this.step("createVethPair", spec, host);
   createVethPairReplacingStale = async (spec: VethSpec, host: HostAttachment) => {
     await this.step("createVethPairReplacingStale", spec, host);
     return false;
@@ -87,6 +91,10 @@ class FakePlumbing implements PodPlumbing {
     return true;
   };
   deleteHostLink = async (name: string) => this.step("deleteHostLink", name);
+  showLink = async (name: string, netns?: string) => {
+    await this.step("showLink", name, netns);
+    return this.links[name];
+  };
   inspectPodInterface = async (netns: string, ifName: string, v6: boolean) => {
     await this.step("inspectPodInterface", netns, ifName, v6);
     return this.state;

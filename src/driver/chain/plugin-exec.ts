@@ -38,8 +38,8 @@ export interface ExecRequest {
   killGraceMs?: number;
   /** Receives what the plugin wrote on stderr when it succeeded (libcni copies it to its own stderr). */
   onStderr?: (text: string) => void;
-  /** How the plugin is started (libcni's invoke.Exec seam); default: the process's choice. */
-  spawn?: SpawnBackend;
+  /** How the plugin is started (libcni's invoke.Exec seam): the one the daemon chose at start. */
+  spawn: SpawnBackend;
 }
 
 /** Every failure of execPlugin: a CniError that also names the plugin and the verb. */
@@ -161,7 +161,7 @@ export async function execPlugin(req: ExecRequest): Promise<unknown | undefined>
       killGraceMs: req.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
       maxOutputBytes: MAX_OUTPUT_BYTES,
       signal: req.signal,
-      ...(req.spawn ? { backend: req.spawn } : {}),
+      backend: req.spawn,
     });
     if (run.stopped === "timeout") throw timedOut(req, fail);
     if (run.stopped === "abort") throw canceled(req, fail);

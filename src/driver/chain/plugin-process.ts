@@ -5,15 +5,19 @@
  * reaches whatever it started: a grandchild left alive would hold stdout open
  * and the call would hang on it.
  *
- * Two ways to start it, chosen once per process:
+ * Two ways to start it, two implementations of SpawnBackend; the daemon
+ * chooses one at start (spawnBackend(), from lifecycle/backends.ts) and hands
+ * it to the plugin runner:
  *  - "native": posix_spawn on a thread of the cni_driver_spawn addon
  *    (native/spawn/spawn.c). Nothing is forked and the event loop never waits.
- *  - "node": child_process.spawn, the fallback without the addon. Node forks the
- *    whole driver on the main thread for every exec, and the kernel copies the
- *    page tables of a ~150 MB process each time: 1.5-5 ms of blocked event loop
- *    and more CPU than host-local itself, twice per pod.
+ *  - "node": child_process.spawn, the fallback without the addon (or on a
+ *    kernel without pidfd_open). Node forks the whole driver on the main thread
+ *    for every exec, and the kernel copies the page tables of a ~150 MB process
+ *    each time: 1.5-5 ms of blocked event loop and more CPU than host-local
+ *    itself, twice per pod.
  * CNI_DRIVER_SPAWN=native|node forces one (tests, bisecting); forcing native
- * without a working addon is an error at start, with the reason.
+ * without a working addon is an error at start, with the reason. Nothing is
+ * kept here: each spawnBackend() call chooses again.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
@@ -29,7 +33,10 @@ export interface ProcessRun {
   /** More than this on stdout and stderr together: the plugin is killed and the run says so. */
   maxOutputBytes: number;
   signal?: AbortSignal;
-  /** Default: the process's choice, spawnBackend(). */
+  /**
+   * How it is started. The driver passes the one it chose at start; without
+   * one (a bench's one-off execs), spawnBackend() chooses for this run.
+   */
   backend?: SpawnBackend;
 }
 
@@ -247,48 +254,34 @@ function errnoOf(err: unknown): string {
 // ---------------------------------------------------------------------------
 // Choosing
 
-let selected: SpawnBackend | undefined;
+/** The native implementation: posix_spawn from the addon. */
+function nativeSpawn(addon: SpawnAddon, reason: string): SpawnBackend {
+  return { name: "native", reason, fallback: false, start: (run) => nativeStart(addon, run) };
+}
 
-function select(forced: string | undefined): SpawnBackend {
+/** The node implementation: child_process.spawn. */
+function nodeSpawn(reason: string, fallback: boolean): SpawnBackend {
+  return { name: "node", reason, fallback, start: nodeStart };
+}
+
+/**
+ * Chooses as CNI_DRIVER_SPAWN says (`forced`, by default the environment's
+ * value): native when the addon loads and pidfd_open works, else node. Throws
+ * only when the value is invalid, or forces native and native cannot work.
+ */
+export function spawnBackend(forced: string | undefined = process.env[SPAWN_ENV]): SpawnBackend {
   if (forced !== undefined && forced !== "" && forced !== "native" && forced !== "node") {
     throw new Error(`${SPAWN_ENV} must be "native" or "node", not ${JSON.stringify(forced)}`);
   }
-  const node: SpawnBackend = {
-    name: "node",
-    reason: `forced by ${SPAWN_ENV}`,
-    fallback: false,
-    start: nodeStart,
-  };
-  if (forced === "node") return node;
+  if (forced === "node") return nodeSpawn(`forced by ${SPAWN_ENV}`, false);
   const loaded = loadNativeAddon<SpawnAddon>(ADDON);
   let why = "reason" in loaded ? loaded.reason : "";
   if ("addon" in loaded && !loaded.addon.supported())
     why = `${loaded.path} loaded, but pidfd_open is not available (Linux before 5.3)`;
   if (why === "" && "addon" in loaded) {
     const { addon, path } = loaded;
-    return {
-      name: "native",
-      reason: forced ? `forced by ${SPAWN_ENV} (${path})` : `native addon ${path}`,
-      fallback: false,
-      start: (run) => nativeStart(addon, run),
-    };
+    return nativeSpawn(addon, forced ? `forced by ${SPAWN_ENV} (${path})` : `native addon ${path}`);
   }
   if (forced === "native") throw new Error(`${SPAWN_ENV}=native, but ${why}`);
-  return { ...node, reason: `native spawn unavailable: ${why}`, fallback: true };
-}
-
-/**
- * The way of this process, chosen at the first call (the daemon calls it at
- * start to log the choice). Throws only when CNI_DRIVER_SPAWN is invalid or
- * forces native and native cannot work.
- */
-export function spawnBackend(): SpawnBackend {
-  selected ??= select(process.env[SPAWN_ENV]);
-  return selected;
-}
-
-/** Chooses again, as if CNI_DRIVER_SPAWN were `forced`. For tests that run the same cases both ways. */
-export function selectSpawnBackend(forced?: SpawnBackendName): SpawnBackend {
-  selected = select(forced ?? process.env[SPAWN_ENV]);
-  return selected;
+  return nodeSpawn(`native spawn unavailable: ${why}`, true);
 }

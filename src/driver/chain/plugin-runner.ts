@@ -64,8 +64,8 @@ export interface PluginRunnerOptions {
   builtins: ReadonlyMap<string, BuiltinPlugin>;
   /** Aborted when the driver gives up waiting on its calls at shutdown: every plugin still running is killed. */
   signal?: AbortSignal;
-  /** How plugins are started; default: the process's choice (plugin-process.ts). */
-  spawn?: SpawnBackend;
+  /** How plugins are started: the one the daemon chose at start (lifecycle/backends.ts). */
+  spawn: SpawnBackend;
 }
 
 export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
@@ -94,7 +94,7 @@ export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
       timeoutMs: opts.timeoutMs,
       baseEnv,
       ...(signal ? { signal } : {}),
-      ...(opts.spawn ? { spawn: opts.spawn } : {}),
+      spawn: opts.spawn,
     });
   const runner: RunPlugin = (inv) => {
     const builtin = opts.builtins.get(inv.type);

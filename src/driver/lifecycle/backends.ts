@@ -3,10 +3,13 @@
  * logged: pod plumbing (rtnetlink in-process, or iproute2 execs), plugin
  * execs (posix_spawn from the addon, or Node's spawn) and host-local
  * (in-process on its lease files, or the binary exec'd). Each falls back
- * when its addon is missing, with a warning that says why.
+ * when its addon is missing, with a warning that says why. This is the only
+ * place they are chosen; the daemon hands each to what uses it (the
+ * PodPlumbing to the midonet plugin and its bridge cache, the SpawnBackend to
+ * the plugin runner).
  */
 import type pino from "pino";
-import { type PlumbingBackend, plumbingBackend } from "../../plumbing/backend.js";
+import { choosePlumbing, type PlumbingBackend } from "../../plumbing/backend.js";
 import { flockAddon } from "../builtin/host-local/file-lock.js";
 import { type SpawnBackend, spawnBackend } from "../chain/plugin-process.js";
 
@@ -28,7 +31,7 @@ export async function chooseBackends(
   hostLocalMode: HostLocalMode,
   logger: pino.Logger,
 ): Promise<Backends> {
-  const plumbing = await plumbingBackend();
+  const plumbing = await choosePlumbing();
   logger[plumbing.fallback ? "warn" : "info"](
     { plumbing: plumbing.name, reason: plumbing.reason },
     `pod plumbing through ${plumbing.name}`,

@@ -89,6 +89,7 @@ function builtinPlugins(
   logger: pino.Logger,
 ): { builtins: Map<string, BuiltinPlugin>; recoverers: BuiltinPlugin[] } {
   const midonet = createMidonetPlugin({
+    plumbing: backends.plumbing.plumbing,
     bridges,
     podMtu,
     podPolicy,
@@ -139,7 +140,7 @@ class Driver implements RunningDriver {
       spawn: backends.spawn.name,
       host_local: backends.hostLocal.name,
     });
-    const bridges = new BridgeCache();
+    const bridges = new BridgeCache(backends.plumbing.plumbing);
     const podPolicy: PodPolicyHook = {
       // The enforcer is made below, once the API is known.
       attach: (pod) => this.networkPolicy.attach(pod),

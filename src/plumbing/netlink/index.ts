@@ -9,8 +9,10 @@
  * and starting it again costs the next call some 80 ms, which a node that sat
  * quiet that long can spare.
  *
- * Same signatures and semantics as the iproute2 functions of pod-interface.ts
- * and bridge.ts; errors are NetlinkError (an IpCommandError).
+ * RtnetlinkPlumbing is the PodPlumbing of the driver where the addon loads,
+ * with the semantics of the iproute2 one (iproute2.ts); errors are
+ * NetlinkError (an IpCommandError). Each object has its worker: nothing here
+ * is shared between them.
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -27,6 +29,7 @@ import type {
   PodRoute,
   VethSpec,
 } from "../pod-interface-types.js";
+import { type PodPlumbing, replacingStaleHostEnd } from "../pod-plumbing.js";
 import {
   deserializeError,
   type NetlinkOpName,
@@ -80,14 +83,6 @@ function tsxApiUrl(): string {
   return pathToFileURL(join(dirname(pkgPath), entry)).href;
 }
 
-/** A worker with no call in flight this long ends; the next call starts another. */
-let quietMs = 60_000;
-
-/** For tests: how long the worker may sit without a call before it ends. */
-export function setNetlinkWorkerQuietMs(ms: number): void {
-  quietMs = ms;
-}
-
 class NetlinkWorker {
   private readonly worker: Worker;
   private readonly pending = new Map<number, Pending>();
@@ -98,6 +93,7 @@ class NetlinkWorker {
   readonly ready: Promise<string>;
 
   constructor(
+    private readonly quietMs: number,
     private readonly onExit: () => void,
     private readonly onQuiet: () => void,
   ) {
@@ -154,7 +150,7 @@ class NetlinkWorker {
 
   private armQuiet(): void {
     if (this.retiring) return;
-    this.quiet = setTimeout(this.onQuiet, quietMs);
+    this.quiet = setTimeout(this.onQuiet, this.quietMs);
     this.quiet.unref();
   }
 
@@ -177,104 +173,121 @@ class NetlinkWorker {
   }
 }
 
-let current: NetlinkWorker | undefined;
+/** How long the worker may sit without a call before it ends (bench/memory). */
+const QUIET_MS = 60_000;
 
-/** Starts the worker once; a worker that died or ended when quiet is replaced at the next call. */
-function worker(): NetlinkWorker {
-  if (!current) {
-    const w = new NetlinkWorker(
-      () => {
-        if (current === w) current = undefined;
-      },
-      () => {
-        if (current === w) current = undefined;
-        w.retire();
-      },
-    );
-    current = w;
-    w.ready.catch(() => {
-      if (current === w) current = undefined;
-    });
+export interface RtnetlinkPlumbingOptions {
+  /** A worker with no call in flight this long ends; the next call starts another. Default 60 s. */
+  quietMs?: number;
+}
+
+/**
+ * PodPlumbing through rtnetlink, on a worker of its own: started by start() or
+ * the first call, ended after a quiet time, started again by the next call.
+ */
+export class RtnetlinkPlumbing implements PodPlumbing {
+  private current: NetlinkWorker | undefined;
+  private readonly quietMs: number;
+
+  constructor(opts: RtnetlinkPlumbingOptions = {}) {
+    this.quietMs = opts.quietMs ?? QUIET_MS;
   }
-  return current;
-}
 
-/**
- * Starts the worker and resolves with the addon's path once it answered a first
- * request; rejects with the reason when the addon cannot be loaded or used.
- */
-export function startNetlink(): Promise<string> {
-  return worker().ready;
-}
+  /**
+   * Starts the worker and resolves with the addon's path once it answered a first
+   * request; rejects with the reason when the addon cannot be loaded or used.
+   */
+  start(): Promise<string> {
+    return this.worker().ready;
+  }
 
-async function call<T>(op: NetlinkOpName, ...args: unknown[]): Promise<T> {
-  const w = worker();
-  await w.ready;
-  return w.call<T>(op, args);
-}
+  createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
+    return this.call("createVethPair", spec, host);
+  }
 
-export function createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
-  return call("createVethPair", spec, host);
-}
+  createVethPairReplacingStale(spec: VethSpec, host: HostAttachment): Promise<boolean> {
+    return replacingStaleHostEnd(this, spec, host);
+  }
 
-export function configureContainerSide(spec: ContainerSideSpec): Promise<PodRoute[]> {
-  return call("configureContainerSide", spec);
-}
+  configureContainerSide(spec: ContainerSideSpec): Promise<PodRoute[]> {
+    return this.call("configureContainerSide", spec);
+  }
 
-export function deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
-  return call("deletePodInterface", ref);
-}
+  deletePodInterface(ref: PodInterfaceRef): Promise<boolean> {
+    return this.call("deletePodInterface", ref);
+  }
 
-export function deleteHostLink(name: string): Promise<void> {
-  return call("deleteHostLink", name);
-}
+  deleteHostLink(name: string): Promise<void> {
+    return this.call("deleteHostLink", name);
+  }
 
-export function showLink(name: string, netns?: string): Promise<LinkInfo | undefined> {
-  return call("showLink", name, netns);
-}
+  showLink(name: string, netns?: string): Promise<LinkInfo | undefined> {
+    return this.call("showLink", name, netns);
+  }
 
-export function inspectPodInterface(
-  netns: string,
-  ifName: string,
-  withIpv6Routes: boolean,
-): Promise<PodInterfaceState | undefined> {
-  return call("inspectPodInterface", netns, ifName, withIpv6Routes);
-}
+  inspectPodInterface(
+    netns: string,
+    ifName: string,
+    withIpv6Routes: boolean,
+  ): Promise<PodInterfaceState | undefined> {
+    return this.call("inspectPodInterface", netns, ifName, withIpv6Routes);
+  }
 
-export function ensureBridge(
-  name: string,
-  gatewayCidrs: readonly string[],
-  mtu?: number,
-): Promise<void> {
-  return call("ensureBridge", name, gatewayCidrs, mtu);
-}
+  ensureBridge(name: string, gatewayCidrs: readonly string[], mtu?: number): Promise<void> {
+    return this.call("ensureBridge", name, gatewayCidrs, mtu);
+  }
 
-export function listBridgePorts(name: string): Promise<string[]> {
-  return call("listBridgePorts", name);
-}
+  listBridgePorts(name: string): Promise<string[]> {
+    return this.call("listBridgePorts", name);
+  }
 
-/**
- * One raw exchange in the host (netns undefined) or in a netns: the message's
- * bytes go to the worker and the answer's come back, both transferred. For
- * tests and diagnostics; the answer is every message of the exchange, up to
- * and including its NLMSG_ERROR or NLMSG_DONE.
- */
-export async function netlinkRequest(
-  netns: string | undefined,
-  msg: Uint8Array,
-): Promise<Uint8Array> {
-  const w = worker();
-  await w.ready;
-  const copy = new Uint8Array(msg);
-  return w.call<Uint8Array>("request", [netns ?? null, copy], [copy.buffer as ArrayBuffer]);
-}
+  /**
+   * One raw exchange in the host (netns undefined) or in a netns: the message's
+   * bytes go to the worker and the answer's come back, both transferred. For
+   * tests and diagnostics; the answer is every message of the exchange, up to
+   * and including its NLMSG_ERROR or NLMSG_DONE.
+   */
+  async request(netns: string | undefined, msg: Uint8Array): Promise<Uint8Array> {
+    const w = this.worker();
+    await w.ready;
+    const copy = new Uint8Array(msg);
+    return w.call<Uint8Array>("request", [netns ?? null, copy], [copy.buffer as ArrayBuffer]);
+  }
 
-/** Socket counters of the worker, and the process's open fds. */
-export function netlinkStats(): Promise<NetlinkStats> {
-  return call("stats");
-}
+  /** Socket counters of the worker, and the process's open fds. */
+  stats(): Promise<NetlinkStats> {
+    return this.call("stats");
+  }
 
-/** Closes idle sockets and those of vanished netns paths now (the worker also does it periodically). */
-export function netlinkSweep(): Promise<void> {
-  return call("sweep");
+  /** Closes idle sockets and those of vanished netns paths now (the worker also does it periodically). */
+  sweep(): Promise<void> {
+    return this.call("sweep");
+  }
+
+  /** Starts the worker once; a worker that died or ended when quiet is replaced at the next call. */
+  private worker(): NetlinkWorker {
+    if (!this.current) {
+      const w = new NetlinkWorker(
+        this.quietMs,
+        () => {
+          if (this.current === w) this.current = undefined;
+        },
+        () => {
+          if (this.current === w) this.current = undefined;
+          w.retire();
+        },
+      );
+      this.current = w;
+      w.ready.catch(() => {
+        if (this.current === w) this.current = undefined;
+      });
+    }
+    return this.current;
+  }
+
+  private async call<T>(op: NetlinkOpName, ...args: unknown[]): Promise<T> {
+    const w = this.worker();
+    await w.ready;
+    return w.call<T>(op, args);
+  }
 }

@@ -4,21 +4,21 @@
  * Forgotten on any failure, so a bridge removed behind our back is made again.
  */
 import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
-import { kernelPlumbing } from "../../../plumbing/pod-plumbing.js";
 
 export class BridgeCache {
   private readonly done = new Map<string, Promise<void>>();
 
-  constructor(
-    private readonly ensureBridge: PodPlumbing["ensureBridge"] = kernelPlumbing.ensureBridge,
-  ) {}
+  /** `plumbing`: the one the daemon chose, as the midonet plugin has it. */
+  constructor(private readonly plumbing: Pick<PodPlumbing, "ensureBridge">) {}
 
   exists(name: string, mtu: number): Promise<void> {
-    return this.once(name, () => this.ensureBridge(name, [], mtu));
+    return this.once(name, () => this.plumbing.ensureBridge(name, [], mtu));
   }
 
   gateways(name: string, cidrs: string[], mtu: number): Promise<void> {
-    return this.once(`${name} ${cidrs.join(",")}`, () => this.ensureBridge(name, cidrs, mtu));
+    return this.once(`${name} ${cidrs.join(",")}`, () =>
+      this.plumbing.ensureBridge(name, cidrs, mtu),
+    );
   }
 
   forget(): void {

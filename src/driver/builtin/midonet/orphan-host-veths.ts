@@ -4,21 +4,13 @@
  * ADD killed half-way leaves one, and no cache entry.
  */
 import { HOST_VETH_PREFIX } from "../../../midonet/host-veth-name.js";
-import { listBridgePorts } from "../../../plumbing/bridge.js";
-import { deleteHostLink } from "../../../plumbing/pod-interface.js";
+import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
 import type { RecoveryView } from "../../chain/plugin-runner.js";
-
-export interface OrphanVethPlumbing {
-  listBridgePorts(bridge: string): Promise<string[]>;
-  deleteHostLink(name: string): Promise<void>;
-}
-
-const kernel: OrphanVethPlumbing = { listBridgePorts, deleteHostLink };
 
 export async function removeOrphanHostVeths(
   view: RecoveryView,
   kernelBridges: ReadonlySet<string>,
-  plumbing: OrphanVethPlumbing = kernel,
+  plumbing: Pick<PodPlumbing, "listBridgePorts" | "deleteHostLink">,
 ): Promise<void> {
   const known = new Set<string>();
   for (const e of view.attachments) {

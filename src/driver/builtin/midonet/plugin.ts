@@ -10,7 +10,7 @@
  */
 import { CniError, ErrorCode } from "../../../cni/errors.js";
 import { HOST_VETH_PREFIX } from "../../../midonet/host-veth-name.js";
-import { kernelPlumbing, type PodPlumbing } from "../../../plumbing/pod-plumbing.js";
+import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
 import type { BuiltinPlugin, PluginInvocation, RunPlugin } from "../../chain/plugin-runner.js";
 import type { PodPolicyHook } from "../../network-policy/enforcer.js";
 import { add, type MidonetContext } from "./add.js";
@@ -25,17 +25,17 @@ export interface MidonetPluginOptions {
   onStaleHostEnd?: (hostIfName: string, containerId: string) => void;
   /** What the plugin remembers of its bridges; shared with whoever removes their gateways. */
   bridges?: BridgeCache;
-  /** The kernel, or a fake in unit tests. */
-  plumbing?: PodPlumbing;
+  /** The kernel, through the implementation the daemon chose at start; a fake in unit tests. */
+  plumbing: PodPlumbing;
   /** The MTU for networks that set none, when the cluster network has one (VXLAN). */
   podMtu?: () => number | undefined;
   /** NetworkPolicy on the kernel datapath (network-policy/enforcer.ts). */
   podPolicy?: PodPolicyHook;
 }
 
-export function createMidonetPlugin(opts: MidonetPluginOptions = {}): BuiltinPlugin {
-  const plumbing = opts.plumbing ?? kernelPlumbing;
-  const bridges = opts.bridges ?? new BridgeCache(plumbing.ensureBridge);
+export function createMidonetPlugin(opts: MidonetPluginOptions): BuiltinPlugin {
+  const { plumbing } = opts;
+  const bridges = opts.bridges ?? new BridgeCache(plumbing);
   const context = (delegate: RunPlugin): MidonetContext => ({
     delegate,
     plumbing,
