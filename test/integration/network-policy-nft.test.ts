@@ -9,16 +9,18 @@ import { expect } from "chai";
 import { execaSync } from "execa";
 import {
   buildRuleset,
+  type LocalPodRules,
+  POLICY_TABLE,
+  type Ruleset,
+} from "../../src/driver/network-policy/ruleset.js";
+import {
   diffCommands,
   diffScript,
   elementsOnly,
   fullScript,
   keepIdle,
-  type LocalPodRules,
-  POLICY_TABLE,
-  type Ruleset,
   scriptOf,
-} from "../../src/driver/network-policy/ruleset.js";
+} from "../../src/driver/network-policy/ruleset-commands.js";
 import { PolicyModel } from "../../src/policy/model.js";
 import type { NetworkPolicy, PolicyPod } from "../../src/policy/types.js";
 import { createNetns, deleteNetns, uniqueTag } from "../support/netns.js";

@@ -15,13 +15,13 @@ import type {
   KubeObjectView,
   ResourceEventHandlers,
 } from "../../src/driver/kube/api.js";
+import type { PolicyDatapath } from "../../src/driver/network-policy/datapath.js";
 import {
   type LocalPod,
   localPodsFromCache,
   NetworkPolicyEnforcer,
-  type PolicyDatapath,
 } from "../../src/driver/network-policy/enforcer.js";
-import { type ElementChange, scriptOf } from "../../src/driver/network-policy/ruleset.js";
+import { type ElementChange, scriptOf } from "../../src/driver/network-policy/ruleset-commands.js";
 import type { Flow, FlowGroup } from "../../src/plumbing/conntrack.js";
 
 const logger = pino({ level: "silent" });

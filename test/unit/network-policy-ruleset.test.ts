@@ -5,7 +5,8 @@
  * missing afterwards. The kernel side is network-policy-nft.test.ts.
  */
 import { expect } from "chai";
-import { diffScript, type Ruleset } from "../../src/driver/network-policy/ruleset.js";
+import type { Ruleset } from "../../src/driver/network-policy/ruleset.js";
+import { diffScript } from "../../src/driver/network-policy/ruleset-commands.js";
 
 function ruleset(chunks: ReadonlyArray<readonly string[]>): Ruleset {
   return {

@@ -28,23 +28,8 @@ import type { Result100 } from "../../cni/types.js";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
-import {
-  conntrackBackendName,
-  deleteFlows,
-  type Flow,
-  type FlowGroup,
-  flowIsLive,
-  listFlows,
-} from "../../plumbing/conntrack.js";
-import {
-  applyNftElements,
-  applyNftScript,
-  deleteNftTable,
-  NftError,
-  nftBackendName,
-  nftElementsInProcess,
-} from "../../plumbing/nftables.js";
-import { listNodeAddresses } from "../../plumbing/node-addresses.js";
+import { conntrackBackendName } from "../../plumbing/conntrack.js";
+import { NftError, nftBackendName } from "../../plumbing/nftables.js";
 import {
   namespaceFromApi,
   networkPolicyFromApi,
@@ -52,25 +37,27 @@ import {
   podPlacement,
 } from "../../policy/from-api.js";
 import { PolicyModel } from "../../policy/model.js";
-import type { PolicyPod, Protocol } from "../../policy/types.js";
+import type { PolicyPod } from "../../policy/types.js";
 import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { FollowedCollection, KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
+import { ConnectionCuts, type PodJudge } from "./connection-cuts.js";
+import { kernelPolicyDatapath, type PolicyDatapath } from "./datapath.js";
 import {
   buildRuleset,
-  type Command,
-  diffCommands,
-  type ElementChange,
-  elementsOnly,
   enforcesNothing,
-  fullScript,
-  keepIdle,
   type LocalPodRules,
-  POLICY_TABLE,
   type PodStanding,
   type Ruleset,
-  scriptOf,
 } from "./ruleset.js";
+import {
+  type Command,
+  diffCommands,
+  elementsOnly,
+  fullScript,
+  keepIdle,
+  scriptOf,
+} from "./ruleset-commands.js";
 import { type NetworkPolicySettings, readNetworkPolicySettings } from "./settings.js";
 
 /** A pod of this node, as the midonet plugin set it up. */
@@ -93,38 +80,6 @@ export interface NetworkPolicyMetrics {
   networkPolicySynced(outcome: "ok" | "failed", changes: number): void;
   networkPolicyConnectionsCut(n: number): void;
 }
-
-/** What the enforcer does to the node: the kernel by default, a recorder in unit tests. */
-export interface PolicyDatapath {
-  applyScript(script: string): Promise<void>;
-  /**
-   * A change made of element changes only, as one transaction; false when
-   * this datapath cannot write them so (the caller writes the text).
-   */
-  applyElements(changes: readonly ElementChange[]): Promise<boolean>;
-  listFlows(): Promise<Flow[]>;
-  /** Deletes every flow of a group (all source ports). */
-  deleteFlows(group: FlowGroup): Promise<void>;
-  /** The node's own addresses: connections with them are never cut. */
-  nodeAddresses(): Promise<string[]>;
-  deleteTable(): Promise<void>;
-}
-
-const POLICY_ACTION = `network policy in table inet ${POLICY_TABLE}`;
-
-export const kernelPolicyDatapath: PolicyDatapath = {
-  applyScript: (script) => applyNftScript(POLICY_ACTION, script),
-  // Straight to the kernel: libnftables would first read back every element of the table to delete one.
-  applyElements: async (changes) => {
-    if (!nftElementsInProcess()) return false;
-    await applyNftElements(POLICY_ACTION, POLICY_TABLE, changes);
-    return true;
-  },
-  listFlows,
-  deleteFlows,
-  nodeAddresses: async () => (await listNodeAddresses()).map((a) => a.cidr.split("/")[0] as string),
-  deleteTable: () => deleteNftTable("inet", POLICY_TABLE),
-};
 
 /** How long chains and sets no pod uses are kept before they are collected. */
 const IDLE_COLLECT_MS = 30_000;
@@ -189,8 +144,6 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   private nextWaiters: Array<{ resolve(): void; reject(e: unknown): void }> = [];
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
-  private cutting = false;
-  private cutAgain = false;
   /** An API event came since the last sync started: connections may have to be cut. */
   private apiChanged = false;
   /** Chains and sets no pod uses are to go at the next sync no pod waits for. */
@@ -200,10 +153,18 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
   private switching: Promise<void> = Promise.resolve();
 
   private readonly datapath: PolicyDatapath;
+  private readonly cuts: ConnectionCuts;
 
   constructor(private readonly o: NetworkPolicyOptions) {
-    this.datapath = o.datapath ?? kernelPolicyDatapath;
     this.log = o.logger.child({ component: "network-policy" });
+    this.datapath = o.datapath ?? kernelPolicyDatapath;
+    this.cuts = new ConnectionCuts({
+      datapath: this.datapath,
+      log: this.log,
+      judges: () => this.judges(),
+      cut: (n) => o.metrics?.networkPolicyConnectionsCut(n),
+      closed: () => this.closed,
+    });
     this.loop = new SerialLoop({
       run: () => this.sync(),
       retryBackoff: o.retryBackoff ?? { baseMs: 200, maxMs: 10_000 },
@@ -474,7 +435,7 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
         if (collect) this.collectDue = false;
         this.collectLater(idle);
         // Off the sync's path: the next change is written while connections are cut.
-        if (this.policiesKnown && apiChanged) this.cutSoon();
+        if (this.policiesKnown && apiChanged) this.cuts.soon();
       }
       this.o.metrics?.networkPolicySynced("ok", commands?.length ?? 1);
       for (const w of this.waiters) w.resolve();
@@ -538,111 +499,20 @@ export class NetworkPolicyEnforcer implements PodPolicyHook {
     this.collectTimer.unref();
   }
 
-  /** Cuts now, or once more after the cut under way: never two at once. */
-  private cutSoon(): void {
-    if (this.cutting) {
-      this.cutAgain = true;
-      return;
-    }
-    this.cutting = true;
-    void (async () => {
-      try {
-        do {
-          this.cutAgain = false;
-          const n = await this.cutDenied();
-          this.o.metrics?.networkPolicyConnectionsCut(n);
-        } while (this.cutAgain && !this.closed);
-      } finally {
-        this.cutting = false;
-      }
-    })();
-  }
-
-  /**
-   * Removes the live tracked connections of this node's pods that the rules
-   * now in force would not let start: their next packet meets the rules
-   * again. Closing and closed ones are left to expire; connections with the
-   * node itself are never filtered, so never cut. Answers how many flows.
-   */
-  private async cutDenied(): Promise<number> {
-    const byIp = new Map<string, { lp: LocalPod; standing: PodStanding }>();
+  /** Each isolated or denied pod of the node, by address: what the rules in force allow it. */
+  private judges(): Map<string, PodJudge> {
+    const out = new Map<string, PodJudge>();
     for (const lp of this.local.values()) {
       const standing = this.standingOf(lp);
       if (standing.kind === "open") continue;
-      for (const ip of lp.ips) byIp.set(ip, { lp, standing });
+      const judge: PodJudge =
+        standing.kind === "deny"
+          ? () => false
+          : (direction, peer, protocol, port) =>
+              this.model.allowedBy(standing.policy, direction, peer, protocol, port);
+      for (const ip of lp.ips) out.set(ip, judge);
     }
-    if (byIp.size === 0) return 0;
-    let flows: Flow[];
-    try {
-      flows = await this.datapath.listFlows();
-    } catch (err) {
-      this.log.warn({ err: String(err) }, "cannot list tracked connections: none cut");
-      return 0;
-    }
-    const refused: Flow[] = [];
-    for (const f of flows) {
-      if (!flowIsLive(f)) continue;
-      // Behind a DNAT the reply comes from the real destination: that is what the rules saw.
-      const src = f.original.src;
-      const dst = f.reply.src;
-      const port = f.reply.sport;
-      const protocol = f.protocol.toUpperCase() as Protocol;
-      const from = byIp.get(src);
-      const to = byIp.get(dst);
-      if (
-        (from !== undefined && !this.allowed(from, "egress", dst, protocol, port)) ||
-        (to !== undefined && !this.allowed(to, "ingress", src, protocol, port))
-      )
-        refused.push(f);
-    }
-    if (refused.length === 0) return 0;
-    // Read only when something is to be cut: the node's addresses change rarely, and reading them costs an exec.
-    let nodeIps: Set<string>;
-    try {
-      nodeIps = new Set(await this.datapath.nodeAddresses());
-    } catch (err) {
-      this.log.warn({ err: String(err) }, "cannot list the node's addresses: no connection cut");
-      return 0;
-    }
-    const groups = new Map<string, FlowGroup>();
-    let denied = 0;
-    for (const f of refused) {
-      const src = f.original.src;
-      if (nodeIps.has(src) || nodeIps.has(f.reply.src)) continue;
-      denied++;
-      const g = { protocol: f.protocol, src, dst: f.original.dst, dport: f.original.dport };
-      groups.set(`${g.protocol} ${g.src} ${g.dst} ${g.dport}`, g);
-    }
-    const list = [...groups.values()];
-    // A few at a time: each is one filtered ctnetlink dump and a batch of deletes (or a conntrack exec).
-    for (let i = 0; i < list.length; i += 4) {
-      await Promise.all(
-        list
-          .slice(i, i + 4)
-          .map((g) =>
-            this.datapath
-              .deleteFlows(g)
-              .catch((err) =>
-                this.log.warn({ err: String(err) }, "cannot cut a denied connection"),
-              ),
-          ),
-      );
-    }
-    if (denied > 0)
-      this.log.info({ connections: denied }, "cut connections the policies no longer allow");
-    return denied;
-  }
-
-  private allowed(
-    at: { lp: LocalPod; standing: PodStanding },
-    direction: "ingress" | "egress",
-    peer: string,
-    protocol: Protocol,
-    port: number,
-  ): boolean {
-    if (at.standing.kind === "deny") return false;
-    if (at.standing.kind === "open") return true;
-    return this.model.allowedBy(at.standing.policy, direction, peer, protocol, port);
+    return out;
   }
 
   private async deactivate(): Promise<void> {
