@@ -20,13 +20,22 @@
  *   for egress each peer pod); no ports: every port; a name nobody has
  *   matches nothing.
  */
-import { type AddressRanges, addressRanges, ipBlockProblem, rangesContain } from "./addresses.js";
-import { selectorMatches, selectorProblem } from "./selector.js";
+import { type AddressRanges, addressRanges, rangesContain } from "./addresses.js";
+import type {
+  AddressChunks,
+  NamedTarget,
+  NumericPort,
+  PodPolicy,
+  PodRule,
+  PortName,
+} from "./answers.js";
+import { PortLists, portMatches, samePod, targetsOf } from "./pods.js";
+import { policyProblem, protocolOf } from "./problems.js";
+import { selectorMatches } from "./selector.js";
 import type {
   Direction,
   IpBlock,
   LabelSelector,
-  NamedPort,
   NetworkPolicy,
   PolicyNamespace,
   PolicyPeer,
@@ -35,53 +44,6 @@ import type {
   Protocol,
 } from "./types.js";
 import { podKey } from "./types.js";
-
-/** What a pod's named ports are when it has none: one array for them all. */
-const NO_PORTS: NamedPort[] = [];
-
-/** A pod's named ports as one string: pods with the same share one array. */
-const portsId = (ports: readonly NamedPort[]): string =>
-  ports.map((p) => `${p.name}/${p.protocol}/${p.port}`).join(",");
-
-/** A port match with numbers only: `port` undefined is every port of the protocol. */
-export interface NumericPort {
-  protocol: Protocol;
-  port?: number;
-  endPort?: number;
-}
-
-/** A container port name to resolve on each destination pod (egress). */
-export interface PortName {
-  protocol: Protocol;
-  name: string;
-}
-
-/** One rule as it applies to one selected pod. */
-export interface PodRule {
-  /** The rule's identity, `<ns>/<policy>/<direction>/<index>`: its peers are `peerAddresses(id)`. */
-  id: string;
-  /** No `from`/`to`: any address. */
-  anyPeer: boolean;
-  /** "any": no `ports`. Else the numeric ports (ingress: names resolved on the pod); may be empty. */
-  ports: "any" | NumericPort[];
-  /** Egress only: named ports, resolved per destination pod (`namedTargets(id)`). */
-  portNames: PortName[];
-  /** Ingress named ports resolved on this pod: the rule's ports differ from pod to pod. */
-  perPod: boolean;
-}
-
-/** What one pod may do: undefined in a direction where no policy isolates it. */
-export interface PodPolicy {
-  ingress?: PodRule[];
-  egress?: PodRule[];
-}
-
-/** A destination a named egress port resolved to. */
-export interface NamedTarget {
-  ip: string;
-  protocol: Protocol;
-  port: number;
-}
 
 interface RuleState {
   id: string;
@@ -121,12 +83,6 @@ interface MemberCache {
   byNamespace: Map<string, MemberBucket>;
 }
 
-/** Pod addresses in chunks (one a namespace): a chunk that is the same array as before has not changed. */
-export interface AddressChunks {
-  v4: ReadonlyArray<readonly string[]>;
-  v6: ReadonlyArray<readonly string[]>;
-}
-
 interface PolicyState {
   key: string;
   policy: NetworkPolicy;
@@ -140,17 +96,10 @@ export interface PolicyProblem {
   reason: string;
 }
 
-const protocolOf = (p: PolicyPort): Protocol => p.protocol ?? "TCP";
-
 export class PolicyModel {
   /** By namespace, then by name: one index (150,000 pods: keys of their own would cost 15 MiB more). */
   private readonly podsByNamespace = new Map<string, Map<string, PolicyPod>>();
-  /**
-   * The named-port lists the pods have, each once, with the number of pods
-   * that share it: a Deployment's pods (often most of a cluster's) have the
-   * same, 100 bytes a pod when each keeps its own. Never modified in place.
-   */
-  private readonly portLists = new Map<string, { ports: NamedPort[]; pods: number }>();
+  private readonly portLists = new PortLists();
   private readonly namespaces = new Map<string, Record<string, string>>();
   private readonly policies = new Map<string, PolicyState>();
   private readonly policiesByNamespace = new Map<string, Set<string>>();
@@ -207,8 +156,8 @@ export class PolicyModel {
     this.podsByNamespace.set(pod.namespace, inNs);
     const old = inNs.get(pod.name);
     if (old && samePod(old, pod)) return false;
-    const namedPorts = this.sharePorts(pod.namedPorts);
-    if (old) this.releasePorts(old.namedPorts);
+    const namedPorts = this.portLists.share(pod.namedPorts);
+    if (old) this.portLists.release(old.namedPorts);
     inNs.set(pod.name, namedPorts === pod.namedPorts ? pod : { ...pod, namedPorts });
     this.touchNamespace(pod.namespace);
     return true;
@@ -219,26 +168,8 @@ export class PolicyModel {
     const old = inNs?.get(name);
     if (!old) return;
     inNs?.delete(name);
-    this.releasePorts(old.namedPorts);
+    this.portLists.release(old.namedPorts);
     this.touchNamespace(namespace);
-  }
-
-  /** The shared array of these named ports (counted once more). */
-  private sharePorts(ports: NamedPort[]): NamedPort[] {
-    if (ports.length === 0) return NO_PORTS;
-    const id = portsId(ports);
-    const entry = this.portLists.get(id) ?? { ports, pods: 0 };
-    this.portLists.set(id, entry);
-    entry.pods++;
-    return entry.ports;
-  }
-
-  /** A pod no longer has these (shared) named ports. */
-  private releasePorts(ports: NamedPort[]): void {
-    if (ports.length === 0) return;
-    const id = portsId(ports);
-    const entry = this.portLists.get(id);
-    if (entry && --entry.pods === 0) this.portLists.delete(id);
   }
 
   upsertNamespace(ns: PolicyNamespace): void {
@@ -659,72 +590,7 @@ export class PolicyModel {
   }
 }
 
-/** Where each pod's container port of each name and protocol is. */
-function targetsOf(pods: Iterable<PolicyPod>, names: readonly PortName[]): NamedTarget[] {
-  const targets: NamedTarget[] = [];
-  for (const p of pods) {
-    if (p.hostNetwork) continue;
-    for (const n of names) {
-      const found = p.namedPorts.find((np) => np.name === n.name && np.protocol === n.protocol);
-      if (found)
-        for (const ip of p.ips) targets.push({ ip, protocol: n.protocol, port: found.port });
-    }
-  }
-  return targets;
-}
-
-/** Whether two states of a pod are alike in all the model reads of them. */
-function samePod(a: PolicyPod, b: PolicyPod): boolean {
-  const sameList = <T>(x: readonly T[], y: readonly T[], same: (p: T, q: T) => boolean) =>
-    x.length === y.length && x.every((v, i) => same(v, y[i] as T));
-  const la = Object.keys(a.labels);
-  return (
-    a.hostNetwork === b.hostNetwork &&
-    sameList(a.ips, b.ips, (p, q) => p === q) &&
-    sameList(
-      a.namedPorts,
-      b.namedPorts,
-      (p, q) => p.name === q.name && p.protocol === q.protocol && p.port === q.port,
-    ) &&
-    la.length === Object.keys(b.labels).length &&
-    la.every((k) => a.labels[k] === b.labels[k])
-  );
-}
-
 /** Every member pod of a rule, whatever its namespace. */
 function memberPods(m: MemberCache): PolicyPod[] {
   return [...m.byNamespace.values()].flatMap((b) => b.pods);
-}
-
-function portMatches(p: NumericPort, protocol: Protocol, port: number): boolean {
-  if (p.protocol !== protocol) return false;
-  if (p.port === undefined) return true;
-  return port >= p.port && port <= (p.endPort ?? p.port);
-}
-
-/** Why a policy cannot be applied as written; the API server's validation refuses most of these. */
-function policyProblem(policy: NetworkPolicy): string | undefined {
-  const selectors = [policy.podSelector];
-  for (const r of [...(policy.ingress ?? []), ...(policy.egress ?? [])]) {
-    for (const peer of r.peers ?? []) {
-      selectors.push(peer.podSelector ?? {}, peer.namespaceSelector ?? {});
-      if (peer.ipBlock) {
-        const problem = ipBlockProblem(peer.ipBlock);
-        if (problem) return problem;
-      }
-    }
-    for (const p of r.ports ?? []) {
-      if (!["TCP", "UDP", "SCTP"].includes(protocolOf(p)))
-        return `port protocol ${JSON.stringify(p.protocol)} is not TCP, UDP or SCTP`;
-      if (typeof p.port === "number" && (p.port < 1 || p.port > 65535))
-        return `port ${p.port} is out of 1-65535`;
-      if (p.endPort !== undefined && (typeof p.port !== "number" || p.endPort < p.port))
-        return `endPort ${p.endPort} needs a numeric port no greater than it`;
-    }
-  }
-  for (const s of selectors) {
-    const problem = selectorProblem(s);
-    if (problem) return problem;
-  }
-  return undefined;
 }

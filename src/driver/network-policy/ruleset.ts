@@ -53,9 +53,9 @@ import type {
   NumericPort,
   PodPolicy,
   PodRule,
-  PolicyModel,
   PortName,
-} from "../../policy/model.js";
+} from "../../policy/answers.js";
+import type { PolicyModel } from "../../policy/model.js";
 import type { Direction, Protocol } from "../../policy/types.js";
 
 export const POLICY_TABLE = "cni-driver-policy";
