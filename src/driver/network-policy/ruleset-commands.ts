@@ -25,6 +25,23 @@ const verdicts = (m: Map<string, string>) =>
 
 const ND =
   "icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } accept";
+/**
+ * A TCP packet conntrack has no entry for that is not a connection's first
+ * (no SYN, or SYN-ACK): a mid-stream pickup (nf_conntrack_tcp_loose), as
+ * after a cut. Dropped when it comes from or goes to an isolated pod of the
+ * node: else the side a policy does not check picks the connection up again
+ * (the server's next packet makes a new entry as if the server had opened
+ * it), and the side it checks passes as that entry's replies.
+ */
+const NO_PICKUP = (["ip", "ip6"] as const).flatMap((ip) =>
+  (["saddr", "daddr"] as const).flatMap((field) =>
+    (["ingress", "egress"] as const).map(
+      (map) =>
+        `ct state new tcp flags & (syn | ack) != syn ${ip} ${field} @${map}${ip === "ip" ? "4" : "6"} drop`,
+    ),
+  ),
+);
+
 /** The two base chains: each direction ends in its own, so one's accept does not skip the other. */
 const BASE_CHAINS: Array<[name: string, lines: string[]]> = [
   [
@@ -34,6 +51,7 @@ const BASE_CHAINS: Array<[name: string, lines: string[]]> = [
       "ct state established,related accept",
       // Neighbour discovery between pods on one bridge is no connection a policy speaks of.
       ND,
+      ...NO_PICKUP,
       "ip saddr vmap @egress4",
       "ip6 saddr vmap @egress6",
     ],
