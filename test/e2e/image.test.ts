@@ -108,6 +108,22 @@ async function until200(url: string, running: () => boolean, what: string): Prom
  * hangs is reported with what podman's processes were doing, removed, and
  * tried once more; a second hang fails the test.
  */
+/**
+ * podman's, conmon's and runc's processes with their descendants (the
+ * container's own): when a container seemed not to end, whether its process
+ * was still running, a zombie, or gone while conmon waited.
+ */
+function podmanProcesses(): string {
+  const ps = runCommand("ps", ["-eo", "pid,ppid,stat,etime,wchan:20,args"], { timeoutMs: 10_000 });
+  const rows = ps.stdout.split("\n").slice(1);
+  const pidOf = (l: string) => l.trim().split(/\s+/)[0] ?? "";
+  const ppidOf = (l: string) => l.trim().split(/\s+/)[1] ?? "";
+  const shown = new Set(rows.filter((l) => /podman|conmon|runc/.test(l)).map(pidOf));
+  for (let depth = 0; depth < 3; depth++)
+    for (const l of rows) if (shown.has(ppidOf(l))) shown.add(pidOf(l));
+  return rows.filter((l) => shown.has(pidOf(l))).join("\n");
+}
+
 async function runToCompletion(p: Podman, name: string, args: string[]): Promise<string> {
   for (let attempt = 1; attempt <= 2; attempt++) {
     const started = p.run(["run", "-d", ...args], 40_000);
@@ -123,11 +139,7 @@ async function runToCompletion(p: Podman, name: string, args: string[]): Promise
       else await sleep(500);
     }
     if (code) return code;
-    const ps = runCommand("ps", ["-eo", "pid,ppid,stat,etime,args"], { timeoutMs: 10_000 });
-    const podmanProcs = ps.stdout
-      .split("\n")
-      .filter((l) => /podman|conmon|runc/.test(l))
-      .join("\n");
+    const podmanProcs = podmanProcesses();
     console.warn(
       `    [${name}: attempt ${attempt} did not end (run -d: exit ${started.status} ${started.stderr.trim()}); podman's processes:\n${podmanProcs}]`,
     );
