@@ -211,25 +211,13 @@ function describe(table: string, change: NftElementChange): string {
   return `${change.op} element inet ${table} ${change.set}`;
 }
 
-/** The changes as nft text, for when the addon cannot write them. */
-function elementsScript(table: string, changes: readonly NftElementChange[]): string {
-  return changes
-    .map((c) => {
-      const items = c.keys.map((k, i) =>
-        c.op === "add" && c.jumps ? `${k} : jump ${c.jumps[i]}` : k,
-      );
-      return `${c.op} element inet ${table} ${c.set} { ${items.join(", ")} }\n`;
-    })
-    .join("");
-}
-
 /**
  * One atomic batch of element changes in table inet <table>. For hash sets
  * (no interval flag) of addresses or of address . inet_proto . inet_service,
- * and verdict maps keyed by address: an add of a present
- * element is no error, a delete of an absent one fails the whole batch.
- * Written in-process as nf_tables messages when the addon can
- * (nftElementsInProcess), else as the same commands in nft text.
+ * and verdict maps keyed by address: an add of a present element is no
+ * error, a delete of an absent one fails the whole batch. Written
+ * in-process as nf_tables messages: only where nftElementsInProcess() says
+ * so (a caller without the addon writes the same changes as nft text).
  */
 export async function applyNftElements(
   action: string,
@@ -246,11 +234,8 @@ export async function applyNftElements(
       );
   }
   const addon = nftablesAddon();
-  if (!addon?.elements) {
-    checkName(table);
-    await nftScript(action, elementsScript(table, some));
-    return;
-  }
+  if (!addon?.elements)
+    throw new NftError(action, "element batches need the nftables addon (nftElementsInProcess)");
   let encoded: AddonElementChange[];
   try {
     encoded = some.map((c) => ({

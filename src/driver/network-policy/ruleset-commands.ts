@@ -11,10 +11,13 @@ import {
   POLICY_TABLE,
   type Ruleset,
   type SetSpec,
-  sameList,
 } from "./ruleset.js";
 
 const T = `inet ${POLICY_TABLE}`;
+
+/** Whether two lists of lines are the same, line by line. */
+const sameList = (a: readonly string[], b: readonly string[]) =>
+  a.length === b.length && a.every((x, i) => x === b[i]);
 
 const setDecl = (s: SetSpec) => `type ${s.type};${s.interval ? " flags interval;" : ""}`;
 const elementsOf = (s: SetSpec) => [...new Set(s.chunks.flat())];

@@ -168,7 +168,10 @@ class RulesetBuilder {
     if (!chain) {
       chain = this.workOutPodChain(rules, direction);
       podChains.set(rules, chain);
-    } else for (const r of rules) this.ruleChain(r, direction);
+    } else {
+      // Known lines, but this ruleset still needs the chains (and sets) they jump to.
+      for (const r of rules) this.ruleChain(r, direction);
+    }
     for (const [name, lines] of chain.fanOuts) this.out.chains.set(name, lines);
     return chain;
   }
@@ -261,15 +264,10 @@ class RulesetBuilder {
         lines.push(`${ip} ${chain.field} @${name} accept`);
       }
     }
-    // The same lines as last time are the same array: diffScript compares them by identity first.
-    const before = peerLines.get(chain.name);
-    if (before && sameList(before, lines)) this.out.chains.set(chain.name, before);
-    else {
-      // Bounded like `hashes`: rules come and go for as long as the driver runs.
-      if (peerLines.size >= 100_000) peerLines.clear();
-      peerLines.set(chain.name, lines);
-      this.out.chains.set(chain.name, lines);
-    }
+    // Fixed for the rule's life (what kinds of peers it has does not change), so kept on its
+    // shape: the same array from sync to sync, which diffCommands compares by identity first.
+    chain.lines ??= lines;
+    this.out.chains.set(chain.name, chain.lines);
   }
 
   /** An egress rule's named ports as resolved on its peers: a chain of its own, as peerChain. */
@@ -299,7 +297,7 @@ interface RuleShape {
   name: string;
   lines: readonly string[];
   /** The peer chain its lines jump to, unless any peer is allowed. */
-  peers?: { name: string; field: "saddr" | "daddr" };
+  peers?: { name: string; field: "saddr" | "daddr"; lines?: readonly string[] };
   /** An egress rule's named-port chain. */
   targets?: TargetChain;
 }
@@ -336,14 +334,14 @@ function portKeys(rule: PodRule): string[] | undefined {
   return keys;
 }
 const podChains = new WeakMap<readonly PodRule[], PodChain>();
-/** A peer chain's last lines by name. */
-const peerLines = new Map<string, string[]>();
 
 function ruleShape(rule: PodRule, direction: Direction): RuleShape {
   const ports = portFragments(rule.ports);
   const name = `r_${hash(rule.perPod ? `${rule.id}|${ports.join(";")}` : rule.id)}`;
   const field = direction === "ingress" ? "saddr" : "daddr";
-  const peers = rule.anyPeer ? undefined : ({ name: `k_${hash(rule.id)}`, field } as const);
+  const peers: RuleShape["peers"] = rule.anyPeer
+    ? undefined
+    : { name: `k_${hash(rule.id)}`, field };
   // The port first: a packet for another port leaves the line before any set lookup.
   const then = peers ? `jump ${peers.name}` : "accept";
   const lines = ports.map((port) => `${port ? `${port} ` : ""}${then}`);
@@ -399,7 +397,3 @@ export function buildRuleset(model: PolicyModel, pods: Iterable<LocalPodRules>):
 export function enforcesNothing(r: Ruleset): boolean {
   return DISPATCH_MAPS.every((m) => r.dispatch[m].size === 0);
 }
-
-/** Whether two lists of lines are the same, line by line. */
-export const sameList = (a: readonly string[], b: readonly string[]) =>
-  a.length === b.length && a.every((x, i) => x === b[i]);
