@@ -18,6 +18,7 @@ import type { AnnotationWriteOutcome, PodAnnotationMetrics } from "./kube/pod-an
 import type { PodEventMetrics, PodEventOutcome } from "./kube/pod-events.js";
 import type { NodeConnectivityMetrics, NodeLinkOutcome } from "./midonet-node/node-connectivity.js";
 import type { NetworkPolicyMetrics } from "./network-policy/enforcer.js";
+import type { ServiceProxyMetrics } from "./services/proxy.js";
 
 /**
  * A counter by outcome, every known outcome present from the start (at 0) so that
@@ -39,6 +40,7 @@ export class Metrics
     NodeConnectivityMetrics,
     ClusterNetworkMetrics,
     NetworkPolicyMetrics,
+    ServiceProxyMetrics,
     PodAnnotationMetrics,
     PodEventMetrics
 {
@@ -138,6 +140,23 @@ export class Metrics
   private readonly policyChanges = new Counter({
     name: "cni_driver_network_policy_changes_total",
     help: "nftables commands NetworkPolicy syncs wrote (sets, chains, rules, verdicts each count).",
+    registers: [this.own],
+  });
+  private readonly serviceSyncs = outcomeCounter<"ok" | "failed">(
+    this.own,
+    "cni_driver_service_syncs_total",
+    "Writes of Service rules to the node's nftables by outcome: ok, failed (retried).",
+    ["ok", "failed"],
+  );
+  private readonly serviceSyncSeconds = new Histogram({
+    name: "cni_driver_service_sync_duration_seconds",
+    help: "Time from a Service or EndpointSlice change to its rules written, per sync.",
+    buckets: [...DURATION_BUCKETS],
+    registers: [this.own],
+  });
+  private readonly servicesProgrammed = new Gauge({
+    name: "cni_driver_services",
+    help: 'Services whose rules the driver keeps ("services": "driver").',
     registers: [this.own],
   });
   private readonly policyCuts = new Counter({
@@ -241,6 +260,13 @@ export class Metrics
   networkPolicySynced(outcome: "ok" | "failed", changes: number): void {
     this.policySyncs.inc({ outcome });
     this.policyChanges.inc(changes);
+  }
+
+  /** One Service sync: how it ended, how many Services the table holds, how long it took. */
+  servicesSynced(outcome: "ok" | "failed", services: number, ms: number): void {
+    this.serviceSyncs.inc({ outcome });
+    this.serviceSyncSeconds.observe(ms / 1000);
+    this.servicesProgrammed.set(services);
   }
 
   /** Tracked connections cut after a sync, because the policies no longer allow them. */

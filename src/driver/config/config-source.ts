@@ -259,6 +259,11 @@ export class ConfigSource extends EventEmitter<ConfigSourceEvents> {
     }
   }
 
+  /** The pod CIDRs the `usePodCidr` template is filled from now (the Node's, or --pod-cidr). */
+  podCidrsNow(): PodCidrs {
+    return this.podCidrs;
+  }
+
   /** Replaces the pod CIDRs the `usePodCidr` template is filled from, and reloads. */
   setPodCidrs(c: PodCidrs): Promise<void> {
     this.podCidrs = { ...c };

@@ -29,6 +29,7 @@ import {
   NetworkPolicySettingsError,
   readNetworkPolicySettings,
 } from "../network-policy/settings.js";
+import { readServicesMode, ServicesSettingsError } from "../services/settings.js";
 import { expandPodCidr, type PodCidrs } from "./pod-cidr.js";
 import {
   madeByDriver,
@@ -230,20 +231,19 @@ function parseSettings(bytes: Uint8Array | undefined): DriverSettings {
   }
   for (const key of ["clusterCidr", "serviceCidr"]) checkRouteCidr(value, key);
   for (const key of ["nodeInterface", "nodePeerInterface"]) checkInterfaceName(value, key);
-  // The kernel datapath's cross-node keys (crossNode, vxlan, masquerade, nonMasqueradeCidrs).
-  try {
-    readClusterNetworkSettings(value);
-  } catch (err) {
-    if (err instanceof ClusterNetworkSettingsError)
-      throw invalid(`${DRIVER_SETTINGS_KEY}: ${err.message}`);
-    throw err;
-  }
-  try {
-    readNetworkPolicySettings(value);
-  } catch (err) {
-    if (err instanceof NetworkPolicySettingsError)
-      throw invalid(`${DRIVER_SETTINGS_KEY}: ${err.message}`);
-    throw err;
+  // The kernel datapath's keys: cross-node (crossNode, vxlan, masquerade, …), NetworkPolicy, Services.
+  const readers: Array<[(v: JsonObject) => unknown, new (m: string) => Error]> = [
+    [readClusterNetworkSettings, ClusterNetworkSettingsError],
+    [readNetworkPolicySettings, NetworkPolicySettingsError],
+    [readServicesMode, ServicesSettingsError],
+  ];
+  for (const [read, Kind] of readers) {
+    try {
+      read(value);
+    } catch (err) {
+      if (err instanceof Kind) throw invalid(`${DRIVER_SETTINGS_KEY}: ${err.message}`);
+      throw err;
+    }
   }
   return value as DriverSettings;
 }

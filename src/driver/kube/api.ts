@@ -126,7 +126,12 @@ export interface ResourceEventHandlers {
 }
 
 /** The cluster-wide collections the driver follows object by object. */
-export type FollowedCollection = "pods" | "namespaces" | "networkpolicies";
+export type FollowedCollection =
+  | "pods"
+  | "namespaces"
+  | "networkpolicies"
+  | "services"
+  | "endpointslices";
 
 export interface ObjectWatch {
   /** A list succeeded and no error came since: what `onObject` last said is current. */
@@ -221,6 +226,8 @@ const FOLLOWED_PATHS: Record<FollowedCollection, string> = {
   pods: "/api/v1/pods",
   namespaces: "/api/v1/namespaces",
   networkpolicies: "/apis/networking.k8s.io/v1/networkpolicies",
+  services: "/api/v1/services",
+  endpointslices: "/apis/discovery.k8s.io/v1/endpointslices",
 };
 
 /**

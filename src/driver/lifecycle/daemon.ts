@@ -35,6 +35,7 @@ import {
 } from "../network-policy/enforcer.js";
 import { type GrpcServerHandle, startGrpcServer } from "../rpc/server.js";
 import { AttachmentIndex, DriverService } from "../rpc/service.js";
+import { ServiceProxy } from "../services/proxy.js";
 import { type Backends, chooseBackends } from "./backends.js";
 import { BridgeGatewayPruner } from "./bridge-gateways.js";
 import { gateHostConflist } from "./host-conflist-gate.js";
@@ -116,6 +117,7 @@ class Driver implements RunningDriver {
   private readonly nodeLink: NodeConnectivity;
   private readonly clusterNetwork: ClusterNetwork;
   private readonly networkPolicy: NetworkPolicyEnforcer;
+  private readonly services: ServiceProxy;
   private readonly locks: AttachmentLocks;
   private readonly recovery: RecoveryDeps;
   /** Aborted once the drain at shutdown has timed out: plugins still running then would hold the process past --drain-timeout. */
@@ -173,6 +175,13 @@ class Driver implements RunningDriver {
     this.networkPolicy = new NetworkPolicyEnforcer({
       logger,
       api: this.kube?.api.catch(() => undefined),
+      metrics: this.metrics,
+    });
+    this.services = new ServiceProxy({
+      logger,
+      api: this.kube?.api.catch(() => undefined),
+      nodeName: this.kubeSettings?.nodeName,
+      localPodCidrs: () => this.config.podCidrsNow(),
       metrics: this.metrics,
     });
     const cache = new ResultCache(opts.cacheDir);
@@ -288,6 +297,13 @@ class Driver implements RunningDriver {
           this.logger.error({ err: String(err) }, "cannot switch NetworkPolicy on or off"),
         );
     });
+    this.config.on("reload", (cfg) => {
+      this.services
+        .apply(cfg)
+        .catch((err: unknown) =>
+          this.logger.error({ err: String(err) }, "cannot switch Service load-balancing on or off"),
+        );
+    });
     this.config.on("error", (e) => {
       this.metrics.configReloaded(false);
       this.logger.error(
@@ -397,6 +413,7 @@ class Driver implements RunningDriver {
     this.nodeLink.stop();
     await this.clusterNetwork.stop();
     await this.networkPolicy.stop();
+    await this.services.stop();
     await this.kube?.stop();
     await this.config.close();
   }

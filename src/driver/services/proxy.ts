@@ -1,0 +1,372 @@
+/**
+ * Services without kube-proxy: with `"services": "driver"` in driver.json and
+ * a network on the kernel datapath, the cluster's Services and EndpointSlices
+ * are followed through the API, planned per port and family
+ * (src/services/model.ts) and written into `inet cni-driver-services`
+ * (ruleset.ts).
+ *
+ * - Changes: every event marks its Service; a burst of events is one sync,
+ *   which rewrites only the marked Services' chains and elements, in one
+ *   transaction. The first sync after a start or a switch writes the table
+ *   whole (a table left by an earlier run is replaced, atomically).
+ * - Conntrack: after a sync, UDP flows to an endpoint that is no longer used
+ *   and to a frontend whose Service went away or just got its first endpoint
+ *   are deleted, so the next datagram is load-balanced anew (the stale-DNS
+ *   blackhole of kube-proxy's users).
+ * - `"services": "kube-proxy"` (the default) or no kernel-datapath network:
+ *   nothing followed, the table removed, no health check port open.
+ */
+import type pino from "pino";
+import { SerialLoop } from "../../common/serial-loop.js";
+import { deleteFlows, type Flow, listFlows } from "../../plumbing/conntrack.js";
+import { applyNftScript, deleteNftTable } from "../../plumbing/nftables.js";
+import type { SliceView } from "../../services/endpoints.js";
+import {
+  localEndpointCount,
+  type PortPlan,
+  planService,
+  type ServiceSpec,
+  serviceFromApi,
+  sliceService,
+} from "../../services/model.js";
+import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
+import type { DriverConfig } from "../config/network-config.js";
+import type { KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
+import { HealthCheckPorts } from "./health-check.js";
+import {
+  type Block,
+  hairpinElements,
+  type NodeView,
+  planBlock,
+  SERVICES_TABLE,
+} from "./ruleset.js";
+import { changeScript, type Elements, fullScript } from "./ruleset-diff.js";
+import { readServicesMode } from "./settings.js";
+
+/** What the proxy does to the node: the kernel's by default, a recorder in unit tests. */
+export interface ServicesDatapath {
+  applyScript(script: string): Promise<void>;
+  deleteTable(): Promise<void>;
+  listFlows(): Promise<Flow[]>;
+  deleteFlow(flow: Flow): Promise<void>;
+}
+
+export const kernelServicesDatapath: ServicesDatapath = {
+  applyScript: (s) => applyNftScript(`Services in table inet ${SERVICES_TABLE}`, s),
+  deleteTable: () => deleteNftTable("inet", SERVICES_TABLE),
+  listFlows,
+  deleteFlow: (f) =>
+    deleteFlows({
+      protocol: f.protocol,
+      src: f.original.src,
+      dst: f.original.dst,
+      dport: f.original.dport,
+    }),
+};
+
+export interface ServiceProxyMetrics {
+  servicesSynced(outcome: "ok" | "failed", services: number, ms: number): void;
+}
+
+export interface ServiceProxyOptions {
+  logger: pino.Logger;
+  /** The API when configured (settles undefined when it is not usable). */
+  api?: Promise<KubeApi | undefined>;
+  /** This node's name: local endpoints are those whose nodeName is it. */
+  nodeName?: string;
+  /** This node's pod CIDRs (their traffic to node ports is never masqueraded). */
+  localPodCidrs?: () => { v4?: string; v6?: string };
+  datapath?: ServicesDatapath;
+  metrics?: ServiceProxyMetrics;
+}
+
+const id = (ns: string | undefined, name: string | undefined) => `${ns ?? ""}/${name ?? ""}`;
+
+export class ServiceProxy {
+  private readonly log: pino.Logger;
+  private readonly datapath: ServicesDatapath;
+  private readonly services = new Map<string, ServiceSpec>();
+  /** Service id -> slice name -> slice. */
+  private readonly slices = new Map<string, Map<string, SliceView>>();
+  /** Services whose rules may have to change at the next sync. */
+  private dirty = new Set<string>();
+  /** Plans and blocks as written to the kernel, per Service; undefined: rewrite the table whole. */
+  private written: Map<string, { plans: PortPlan[]; blocks: Map<string, Block> }> | undefined;
+  private hairpin: Elements = new Map();
+  private watches: ObjectWatch[] = [];
+  private synced = new Set<string>();
+  private active = false;
+  private switching: Promise<void> = Promise.resolve();
+  private scheduled: NodeJS.Immediate | undefined;
+  private readonly loop: SerialLoop;
+  private readonly health: HealthCheckPorts;
+
+  constructor(private readonly o: ServiceProxyOptions) {
+    this.log = o.logger.child({ component: "services" });
+    this.datapath = o.datapath ?? kernelServicesDatapath;
+    this.health = new HealthCheckPorts(this.log);
+    this.loop = new SerialLoop({
+      run: () => this.sync(),
+      retryBackoff: { baseMs: 200, maxMs: 10_000 },
+    });
+  }
+
+  /** Each config load: on with `"services": "driver"` and a kernel-datapath network, off otherwise. */
+  apply(cfg: DriverConfig): Promise<void> {
+    this.switching = this.switching.catch(() => undefined).then(() => this.switchTo(cfg));
+    return this.switching;
+  }
+
+  private async switchTo(cfg: DriverConfig): Promise<void> {
+    const mode = readServicesMode(cfg.settings);
+    const want = mode === "driver" && kernelDatapathPlugins(cfg.networks.values()).length > 0;
+    if (want === this.active) return;
+    if (!want) {
+      this.log.info(
+        mode === "driver"
+          ? "no network uses the kernel datapath: Services are MidoNet's, none programmed here"
+          : 'services is "kube-proxy": no Service rules programmed by the driver',
+      );
+      await this.deactivate();
+      return;
+    }
+    const api = await this.o.api;
+    if (!api) {
+      this.log.warn("no Kubernetes API: Services cannot be known and are not programmed");
+      return;
+    }
+    if (!this.o.nodeName) this.log.warn("no node name: no endpoint counts as local");
+    this.active = true;
+    this.written = undefined;
+    this.log.info("load-balancing Services on the kernel datapath");
+    this.follow(api);
+  }
+
+  private async deactivate(): Promise<void> {
+    this.active = false;
+    const watches = this.watches;
+    this.watches = [];
+    await Promise.all(watches.map((w) => w.stop()));
+    this.synced.clear();
+    this.services.clear();
+    this.slices.clear();
+    this.dirty.clear();
+    this.written = undefined;
+    this.hairpin = new Map();
+    this.health.close();
+    // Whatever an earlier run or mode left: the other mode keeps no rule of ours.
+    await this.datapath.deleteTable();
+  }
+
+  async stop(): Promise<void> {
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.loop.stop();
+    const watches = this.watches;
+    this.watches = [];
+    await Promise.all(watches.map((w) => w.stop()));
+    this.health.close();
+  }
+
+  private follow(api: KubeApi): void {
+    const onSynced = (kind: string) => () => {
+      if (!this.synced.has(kind)) this.log.info({ kind }, "listed");
+      this.synced.add(kind);
+      this.schedule();
+    };
+    const onError = (kind: string) => (message: string) =>
+      this.log.warn({ kind, err: message }, "watch failed; retrying");
+    this.watches.push(
+      api.watchEach("services", {
+        upsert: (o) => this.upsertService(o),
+        remove: (o) => this.markDirty(id(o.metadata?.namespace, o.metadata?.name), true),
+        onSynced: onSynced("services"),
+        onError: onError("services"),
+      }),
+      api.watchEach("endpointslices", {
+        upsert: (o) => this.upsertSlice(o, false),
+        remove: (o) => this.upsertSlice(o, true),
+        onSynced: onSynced("endpointslices"),
+        onError: onError("endpointslices"),
+      }),
+    );
+  }
+
+  private upsertService(o: KubeObjectView): void {
+    const key = id(o.metadata?.namespace, o.metadata?.name);
+    const spec = serviceFromApi(o);
+    if (spec) this.services.set(key, spec);
+    this.markDirty(key, !spec);
+  }
+
+  private upsertSlice(o: KubeObjectView, removed: boolean): void {
+    const owner = sliceService(o);
+    const name = o.metadata?.name ?? "";
+    if (!owner) {
+      // A slice that lost its label: forget it wherever it was.
+      for (const [key, m] of this.slices) if (m.delete(name)) this.markDirty(key, false);
+      return;
+    }
+    const key = id(owner.namespace, owner.name);
+    const m = this.slices.get(key);
+    if (removed) {
+      m?.delete(name);
+      if (m?.size === 0) this.slices.delete(key);
+    } else {
+      const slices = m ?? new Map<string, SliceView>();
+      this.slices.set(key, slices);
+      slices.set(name, o as unknown as SliceView);
+    }
+    this.markDirty(key, false);
+  }
+
+  private markDirty(key: string, serviceGone: boolean): void {
+    if (serviceGone) this.services.delete(key);
+    this.dirty.add(key);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (!this.active || this.scheduled) return;
+    this.scheduled = setImmediate(() => {
+      this.scheduled = undefined;
+      this.loop.restart();
+    });
+  }
+
+  private node(): NodeView {
+    const c = this.o.localPodCidrs?.() ?? {};
+    return { podCidrs: { 4: c.v4 ? [c.v4] : [], 6: c.v6 ? [c.v6] : [] } };
+  }
+
+  private plan(key: string): { plans: PortPlan[]; blocks: Map<string, Block> } | undefined {
+    const svc = this.services.get(key);
+    if (!svc) return undefined;
+    const plans = planService(
+      svc,
+      [...(this.slices.get(key)?.values() ?? [])],
+      this.o.nodeName ?? "",
+    );
+    const node = this.node();
+    return { plans, blocks: new Map(plans.map((p) => [p.key, planBlock(p, node)])) };
+  }
+
+  private async sync(): Promise<void> {
+    if (!this.active || this.synced.size < 2) return this.loop.succeeded();
+    const t0 = performance.now();
+    const dirty = this.dirty;
+    this.dirty = new Set();
+    const first = this.written === undefined;
+    const before = this.written ?? new Map();
+    const after = new Map(before);
+    for (const key of first ? this.services.keys() : dirty) {
+      const p = this.plan(key);
+      if (p) after.set(key, p);
+      else after.delete(key);
+    }
+    const hairpin = hairpinElements(
+      [...after.values()].flatMap((p) => p.plans),
+      this.o.nodeName ?? "",
+    );
+    let script: string;
+    if (first)
+      script = fullScript(
+        [...after.values()].flatMap((p) => [...p.blocks.values()]),
+        hairpin,
+      );
+    else {
+      const current = new Map<string, Block>();
+      const changed = new Map<string, Block | undefined>();
+      for (const key of dirty) {
+        for (const [k, b] of before.get(key)?.blocks ?? []) {
+          current.set(k, b);
+          changed.set(k, undefined);
+        }
+        for (const [k, b] of after.get(key)?.blocks ?? []) changed.set(k, b);
+      }
+      script = changeScript(current, changed, { before: this.hairpin, after: hairpin });
+    }
+    try {
+      if (script) await this.datapath.applyScript(script);
+    } catch (err) {
+      // Rewritten whole at the retry: the kernel may hold either state.
+      this.written = undefined;
+      for (const k of dirty) this.dirty.add(k);
+      const retryInMs = this.loop.failed();
+      this.o.metrics?.servicesSynced("failed", after.size, performance.now() - t0);
+      this.log.error({ err: String(err), retryInMs }, "cannot write the Service rules");
+      return;
+    }
+    this.written = after;
+    this.hairpin = hairpin;
+    this.loop.succeeded();
+    this.o.metrics?.servicesSynced("ok", after.size, performance.now() - t0);
+    this.log.debug(
+      { services: after.size, changed: first ? "all" : dirty.size, ms: performance.now() - t0 },
+      "Service rules written",
+    );
+    this.updateHealthChecks();
+    if (!first) await this.cleanFlows(before, after, dirty);
+  }
+
+  private updateHealthChecks(): void {
+    const wanted = new Map<number, { namespace: string; name: string; localEndpoints: number }>();
+    for (const [key, svc] of this.services) {
+      if (!svc.externalLocal || !svc.healthCheckNodePort) continue;
+      const plans = this.written?.get(key)?.plans ?? [];
+      wanted.set(svc.healthCheckNodePort, {
+        namespace: svc.namespace,
+        name: svc.name,
+        localEndpoints: localEndpointCount(plans, this.o.nodeName ?? ""),
+      });
+    }
+    this.health.update(wanted);
+  }
+
+  /** UDP flows that would keep datagrams on an endpoint or a frontend the new rules no longer lead them to. */
+  private async cleanFlows(
+    before: ReadonlyMap<string, { plans: PortPlan[] }>,
+    after: ReadonlyMap<string, { plans: PortPlan[] }>,
+    dirty: ReadonlySet<string>,
+  ): Promise<void> {
+    const goneEndpoints = new Set<string>();
+    const staleFrontends = new Set<string>();
+    for (const key of dirty) {
+      const old = before.get(key)?.plans.filter((p) => p.protocol === "udp") ?? [];
+      const now = new Map(
+        (after.get(key)?.plans ?? []).filter((p) => p.protocol === "udp").map((p) => [p.key, p]),
+      );
+      for (const p of old) {
+        const n = now.get(p.key);
+        const kept = new Set(
+          [...(n?.internal ?? []), ...(n?.external ?? [])].map((e) => `${e.ip}|${e.port}`),
+        );
+        for (const e of [...p.internal, ...p.external])
+          if (!kept.has(`${e.ip}|${e.port}`)) goneEndpoints.add(`${e.ip}|${e.port}`);
+        // Gone, or rejected until now: a flow of the reject would hold the next datagrams.
+        if (!n || (p.reject && !n.reject))
+          for (const ip of [...p.clusterIps, ...p.externalIps])
+            staleFrontends.add(`${ip}|${p.port}`);
+      }
+      for (const n of now.values())
+        if (!old.some((p) => p.key === n.key))
+          for (const ip of [...n.clusterIps, ...n.externalIps])
+            staleFrontends.add(`${ip}|${n.port}`);
+    }
+    if (goneEndpoints.size === 0 && staleFrontends.size === 0) return;
+    try {
+      const flows = await this.datapath.listFlows();
+      let n = 0;
+      for (const f of flows) {
+        if (f.protocol !== "udp") continue;
+        const toGone =
+          goneEndpoints.has(`${f.reply.src}|${f.reply.sport}`) && f.original.dst !== f.reply.src;
+        if (!toGone && !staleFrontends.has(`${f.original.dst}|${f.original.dport}`)) continue;
+        await this.datapath.deleteFlow(f);
+        n++;
+      }
+      if (n > 0) this.log.debug({ flows: n }, "stale UDP flows deleted");
+    } catch (err) {
+      this.log.warn({ err: String(err) }, "cannot delete stale UDP flows");
+    }
+  }
+}

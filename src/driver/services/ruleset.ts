@@ -1,0 +1,236 @@
+/**
+ * The `inet cni-driver-services` table: Service load-balancing in the shape
+ * of kube-proxy's nftables mode (KEP-3866), written from the port plans of
+ * src/services/model.ts.
+ *
+ * - `service-ips`/`service-ips6`: address . protocol . port -> the port's
+ *   chain, one verdict-map lookup whatever the number of Services; node
+ *   ports through `service-nodeports`/`-6` on any address of the node
+ *   (`fib daddr type local`), never on loopback.
+ * - A port's `svc-` chain picks an endpoint and DNATs in one rule:
+ *   `numgen random mod N map { i : address . port }` (no chain per endpoint).
+ *   With ClientIP affinity each endpoint gets a chain and a timeout set
+ *   remembering its clients, as kube-proxy does.
+ * - `ext-` chains (node ports, externalIPs, load-balancer IPs): the node and
+ *   its own pods go to the `svc-` chain; other clients are masqueraded under
+ *   Cluster policy, kept under Local policy (local endpoints only, else drop).
+ * - Masquerade only where a reply would miss the node otherwise: off-node
+ *   clients of external frontends with Cluster policy (the mark), and a pod
+ *   reaching itself (the `hairpin` set of local endpoints, address . address).
+ * - A port with no usable endpoint anywhere is rejected in the filter hooks
+ *   (`no-endpoint-*` maps): TCP reset, ICMP port unreachable otherwise.
+ *
+ * Each port plan renders to a block (its chains, sets and map elements), so
+ * a change rewrites only the blocks it touches (see ruleset-diff.ts). Pure.
+ */
+import { createHash } from "node:crypto";
+import type { ServiceEndpoint } from "../../services/endpoints.js";
+import type { PortPlan } from "../../services/model.js";
+
+export const SERVICES_TABLE = "cni-driver-services";
+/** The packet mark asking postrouting to masquerade (a bit kube-proxy's 0x4000 does not use). */
+export const MASQUERADE_MARK = 0x0010_0000;
+
+/** One port plan's share of the table. */
+export interface Block {
+  /** Chain name -> its rules, in order. */
+  chains: Map<string, string[]>;
+  /** Set name -> its declaration (inside `{ }`). */
+  sets: Map<string, string>;
+  /** Map name -> key -> value (a verdict). */
+  elements: Map<string, Map<string, string>>;
+}
+
+/** What the table needs to know of this node beyond the plans. */
+export interface NodeView {
+  /** This node's pod CIDRs: their traffic to external frontends is never masqueraded. */
+  podCidrs: { 4: string[]; 6: string[] };
+}
+
+/** Where a frontend goes when its port has no usable endpoint anywhere. */
+const NO_ENDPOINT_MAP: Record<string, string> = {
+  "service-ips": "no-endpoint-services",
+  "service-ips6": "no-endpoint-services6",
+  "service-nodeports": "no-endpoint-nodeports",
+  "service-nodeports6": "no-endpoint-nodeports6",
+};
+
+const hash = (s: string) => createHash("sha256").update(s).digest("hex").slice(0, 12);
+
+const ipKw = (f: 4 | 6) => (f === 4 ? "ip" : "ip6");
+const bracket = (f: 4 | 6, ip: string) => (f === 6 ? `[${ip}]` : ip);
+
+/** The DNAT of one endpoint. */
+function dnatTo(plan: PortPlan, ep: ServiceEndpoint): string {
+  return `meta l4proto ${plan.protocol} dnat ${ipKw(plan.family)} to ${bracket(plan.family, ep.ip)}:${ep.port}`;
+}
+
+/** The rules choosing among `eps` and DNATing, adding endpoint chains and sets to `b` for affinity. */
+function chooseRules(plan: PortPlan, eps: readonly ServiceEndpoint[], b: Block): string[] {
+  if (eps.length === 0) return ["drop"];
+  const sorted = [...eps].sort((x, y) => (x.ip === y.ip ? x.port - y.port : x.ip < y.ip ? -1 : 1));
+  if (plan.affinitySeconds === undefined) {
+    if (sorted.length === 1) return [dnatTo(plan, sorted[0] as ServiceEndpoint)];
+    const map = sorted.map((ep, i) => `${i} : ${ep.ip} . ${ep.port}`).join(", ");
+    return [
+      `meta l4proto ${plan.protocol} dnat ${ipKw(plan.family)} to numgen random mod ${sorted.length} map { ${map} }`,
+    ];
+  }
+  const saddr = `${ipKw(plan.family)} saddr`;
+  const rules: string[] = [];
+  const verdicts: string[] = [];
+  sorted.forEach((ep, i) => {
+    // The timeout in the name: a changed timeout is a new set, never one altered in place.
+    const h = hash(`${plan.key}|${ep.ip}|${ep.port}|${plan.affinitySeconds}`);
+    const chain = `ep-${h}`;
+    const set = `aff-${h}`;
+    b.sets.set(
+      set,
+      `type ${plan.family === 4 ? "ipv4_addr" : "ipv6_addr"}; flags dynamic,timeout; timeout ${plan.affinitySeconds}s;`,
+    );
+    b.chains.set(chain, [`update @${set} { ${saddr} }`, dnatTo(plan, ep)]);
+    rules.push(`${saddr} @${set} goto ${chain}`);
+    verdicts.push(`${i} : goto ${chain}`);
+  });
+  rules.push(`numgen random mod ${sorted.length} vmap { ${verdicts.join(", ")} }`);
+  return rules;
+}
+
+const sameEndpoints = (a: readonly ServiceEndpoint[], b: readonly ServiceEndpoint[]) =>
+  a.length === b.length && a.every((e, i) => e.ip === b[i]?.ip && e.port === b[i]?.port);
+
+/** Sets `key` of `map` in an element table. */
+export function addElement(
+  els: Map<string, Map<string, string>>,
+  map: string,
+  key: string,
+  value: string,
+): void {
+  const m = els.get(map) ?? new Map<string, string>();
+  els.set(map, m);
+  m.set(key, value);
+}
+
+/** The chains, sets and map elements of one port plan. */
+export function planBlock(plan: PortPlan, node: NodeView): Block {
+  const b: Block = { chains: new Map(), sets: new Map(), elements: new Map() };
+  const six = plan.family === 6 ? "6" : "";
+  const proto = plan.protocol;
+  const external = [
+    ...plan.externalIps.map((ip) => ({
+      map: `service-ips${six}`,
+      key: `${ip} . ${proto} . ${plan.port}`,
+    })),
+    ...(plan.nodePort
+      ? [{ map: `service-nodeports${six}`, key: `${proto} . ${plan.nodePort}` }]
+      : []),
+  ];
+  const cluster = plan.clusterIps.map((ip) => ({
+    map: `service-ips${six}`,
+    key: `${ip} . ${proto} . ${plan.port}`,
+  }));
+  if (plan.reject) {
+    for (const f of [...cluster, ...external])
+      addElement(b.elements, NO_ENDPOINT_MAP[f.map] as string, f.key, "goto reject-service");
+    return b;
+  }
+  const h = hash(plan.key);
+  const svc = `svc-${h}`;
+  b.chains.set(svc, chooseRules(plan, plan.internal, b));
+  for (const f of cluster) addElement(b.elements, f.map, f.key, `goto ${svc}`);
+  if (external.length === 0) return b;
+
+  const ext = `ext-${h}`;
+  const fromInside = [
+    `fib saddr type local goto ${svc}`,
+    ...node.podCidrs[plan.family].map((c) => `${ipKw(plan.family)} saddr ${c} goto ${svc}`),
+  ];
+  let outside: string[];
+  if (!plan.masqueradeExternal) outside = chooseRules(plan, plan.external, b);
+  else {
+    const mark = `meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`;
+    if (sameEndpoints(plan.external, plan.internal)) outside = [mark, `goto ${svc}`];
+    else {
+      const xep = `xep-${h}`;
+      b.chains.set(xep, chooseRules(plan, plan.external, b));
+      outside = [mark, `goto ${xep}`];
+    }
+  }
+  b.chains.set(ext, [...fromInside, ...outside]);
+  for (const f of external) addElement(b.elements, f.map, f.key, `goto ${ext}`);
+  return b;
+}
+
+/** The table's fixed part: maps, sets and base chains, with nothing of any Service. */
+export function skeleton(): string {
+  const mark = `0x${MASQUERADE_MARK.toString(16)}`;
+  const vmap = (name: string, key: string) => `  map ${name} {\n    type ${key} : verdict\n  }`;
+  return [
+    `table inet ${SERVICES_TABLE} {`,
+    vmap("service-ips", "ipv4_addr . inet_proto . inet_service"),
+    vmap("service-ips6", "ipv6_addr . inet_proto . inet_service"),
+    vmap("service-nodeports", "inet_proto . inet_service"),
+    vmap("service-nodeports6", "inet_proto . inet_service"),
+    vmap("no-endpoint-services", "ipv4_addr . inet_proto . inet_service"),
+    vmap("no-endpoint-services6", "ipv6_addr . inet_proto . inet_service"),
+    vmap("no-endpoint-nodeports", "inet_proto . inet_service"),
+    vmap("no-endpoint-nodeports6", "inet_proto . inet_service"),
+    "  set hairpin {\n    type ipv4_addr . ipv4_addr\n  }",
+    "  set hairpin6 {\n    type ipv6_addr . ipv6_addr\n  }",
+    "  chain services {",
+    "    ip daddr . meta l4proto . th dport vmap @service-ips",
+    "    ip6 daddr . meta l4proto . th dport vmap @service-ips6",
+    "    fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
+    "    fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports6",
+    "  }",
+    "  chain endpoints-check {",
+    "    ip daddr . meta l4proto . th dport vmap @no-endpoint-services",
+    "    ip6 daddr . meta l4proto . th dport vmap @no-endpoint-services6",
+    "    fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports",
+    "    fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @no-endpoint-nodeports6",
+    "  }",
+    "  chain reject-service {",
+    "    meta l4proto tcp reject with tcp reset",
+    "    reject",
+    "  }",
+    "  chain nat-prerouting {",
+    "    type nat hook prerouting priority dstnat; policy accept;",
+    "    jump services",
+    "  }",
+    "  chain nat-output {",
+    "    type nat hook output priority -100; policy accept;",
+    "    jump services",
+    "  }",
+    "  chain nat-postrouting {",
+    "    type nat hook postrouting priority srcnat; policy accept;",
+    "    ct status dnat ip saddr . ip daddr @hairpin masquerade",
+    "    ct status dnat ip6 saddr . ip6 daddr @hairpin6 masquerade",
+    `    meta mark & ${mark} == 0 return`,
+    `    meta mark set meta mark and 0x${(~MASQUERADE_MARK >>> 0).toString(16)}`,
+    "    masquerade fully-random",
+    "  }",
+    // Before the nat hooks of output (-100): a rejected ClusterIP is still its own address there.
+    ...(["input", "forward", "output"] as const).map(
+      (hook) =>
+        `  chain filter-${hook} {\n    type filter hook ${hook} priority -110; policy accept;\n    ct state new jump endpoints-check\n  }`,
+    ),
+    "}",
+    "",
+  ].join("\n");
+}
+
+/** The `hairpin` sets' elements: every endpoint on this node, paired with itself. */
+export function hairpinElements(
+  plans: Iterable<PortPlan>,
+  nodeName: string,
+): Map<string, Map<string, string>> {
+  const v4 = new Map<string, string>();
+  const v6 = new Map<string, string>();
+  for (const p of plans)
+    for (const ep of [...p.internal, ...p.external])
+      if (ep.nodeName === nodeName) (p.family === 4 ? v4 : v6).set(`${ep.ip} . ${ep.ip}`, "");
+  return new Map([
+    ["hairpin", v4],
+    ["hairpin6", v6],
+  ]);
+}

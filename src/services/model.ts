@@ -1,0 +1,188 @@
+/**
+ * Services as data: a Service and its EndpointSlices -> the frontends of
+ * each of its ports, per IP family, and the endpoints each frontend may send
+ * to on this node, with kube-proxy's semantics (endpoints.ts). Pure: the
+ * driver's Service proxy turns these plans into nftables.
+ *
+ * Read from the API objects: spec.type, clusterIPs, ports (name, protocol,
+ * port, nodePort), externalIPs, status.loadBalancer.ingress[].ip,
+ * sessionAffinity (+ its timeout), internal/externalTrafficPolicy and
+ * healthCheckNodePort. A headless Service (clusterIP None) and an
+ * ExternalName one are not proxied, as kube-proxy does not proxy them.
+ */
+import { isObject, type JsonObject } from "../common/json.js";
+import { ipFamily } from "../net/ip.js";
+import {
+  categorizeEndpoints,
+  type ServiceEndpoint,
+  type SliceView,
+  slicePortEndpoints,
+  type TrafficPolicy,
+} from "./endpoints.js";
+
+export type ServiceProtocol = "tcp" | "udp" | "sctp";
+
+/** kube-proxy's default for sessionAffinityConfig.clientIP.timeoutSeconds (3 hours). */
+export const DEFAULT_AFFINITY_SECONDS = 10_800;
+
+export interface ServicePortSpec {
+  name: string;
+  protocol: ServiceProtocol;
+  port: number;
+  nodePort?: number;
+}
+
+/** What of a Service the proxy reads. */
+export interface ServiceSpec {
+  namespace: string;
+  name: string;
+  clusterIps: string[];
+  ports: ServicePortSpec[];
+  externalIps: string[];
+  loadBalancerIps: string[];
+  /** Seconds a client sticks to its endpoint; undefined: no affinity. */
+  affinitySeconds?: number;
+  internalLocal: boolean;
+  externalLocal: boolean;
+  healthCheckNodePort?: number;
+}
+
+/** One port of a Service in one IP family: its frontends and the endpoints they lead to. */
+export interface PortPlan {
+  /** namespace/name:port/protocol/family: unique, and stable across changes. */
+  key: string;
+  service: string;
+  family: 4 | 6;
+  protocol: ServiceProtocol;
+  port: number;
+  clusterIps: string[];
+  nodePort?: number;
+  /** externalIPs and load-balancer ingress IPs of this family. */
+  externalIps: string[];
+  /** The endpoints traffic from inside the cluster goes to (internalTrafficPolicy decides). */
+  internal: ServiceEndpoint[];
+  /** The endpoints traffic from outside goes to (externalTrafficPolicy decides). */
+  external: ServiceEndpoint[];
+  /** Off-node traffic to an external frontend is masqueraded (Cluster policy). */
+  masqueradeExternal: boolean;
+  /** No usable endpoint anywhere: every frontend rejects. */
+  reject: boolean;
+  affinitySeconds?: number;
+}
+
+const PROTOCOLS: Record<string, ServiceProtocol> = { TCP: "tcp", UDP: "udp", SCTP: "sctp" };
+
+const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+const objs = (v: unknown): JsonObject[] => (Array.isArray(v) ? v.filter(isObject) : []);
+const family = (ip: string): 4 | 6 | undefined => (ip.includes("/") ? undefined : ipFamily(ip));
+
+/** The proxy's view of a Service object; undefined for those kube-proxy does not proxy. */
+export function serviceFromApi(o: unknown): ServiceSpec | undefined {
+  if (!isObject(o)) return undefined;
+  const meta = isObject(o.metadata) ? o.metadata : {};
+  const spec = isObject(o.spec) ? o.spec : {};
+  const type = str(spec.type) ?? "ClusterIP";
+  if (type === "ExternalName") return undefined;
+  const clusterIps = (
+    Array.isArray(spec.clusterIPs) ? spec.clusterIPs : spec.clusterIP ? [spec.clusterIP] : []
+  ).filter((ip): ip is string => typeof ip === "string" && family(ip) !== undefined);
+  if (clusterIps.length === 0) return undefined;
+  const ports: ServicePortSpec[] = [];
+  for (const p of objs(spec.ports)) {
+    const protocol = PROTOCOLS[str(p.protocol) ?? "TCP"];
+    if (!protocol || typeof p.port !== "number") continue;
+    const nodePort =
+      (type === "NodePort" || type === "LoadBalancer") && typeof p.nodePort === "number"
+        ? p.nodePort
+        : undefined;
+    ports.push({
+      name: str(p.name) ?? "",
+      protocol,
+      port: p.port,
+      ...(nodePort ? { nodePort } : {}),
+    });
+  }
+  const status = isObject(o.status) ? o.status : {};
+  const lb = isObject(status.loadBalancer) ? status.loadBalancer : {};
+  const ips = (v: unknown) =>
+    (Array.isArray(v) ? v : []).filter(
+      (ip): ip is string => typeof ip === "string" && family(ip) !== undefined,
+    );
+  const affinity = str(spec.sessionAffinity) === "ClientIP";
+  const timeout = (spec.sessionAffinityConfig as { clientIP?: { timeoutSeconds?: unknown } })
+    ?.clientIP?.timeoutSeconds;
+  const hc = spec.healthCheckNodePort;
+  return {
+    namespace: str(meta.namespace) ?? "",
+    name: str(meta.name) ?? "",
+    clusterIps,
+    ports,
+    externalIps: ips(spec.externalIPs),
+    loadBalancerIps: type === "LoadBalancer" ? ips(objs(lb.ingress).map((i) => i.ip)) : [],
+    ...(affinity
+      ? { affinitySeconds: typeof timeout === "number" ? timeout : DEFAULT_AFFINITY_SECONDS }
+      : {}),
+    internalLocal: str(spec.internalTrafficPolicy) === "Local",
+    externalLocal: str(spec.externalTrafficPolicy) === "Local",
+    ...(typeof hc === "number" && hc > 0 ? { healthCheckNodePort: hc } : {}),
+  };
+}
+
+/** The Service an EndpointSlice belongs to (its kubernetes.io/service-name label). */
+export function sliceService(o: unknown): { namespace: string; name: string } | undefined {
+  if (!isObject(o) || !isObject(o.metadata)) return undefined;
+  const labels = isObject(o.metadata.labels) ? o.metadata.labels : {};
+  const name = str(labels["kubernetes.io/service-name"]);
+  const namespace = str(o.metadata.namespace);
+  return name && namespace ? { namespace, name } : undefined;
+}
+
+/** Every port of a Service, in every family it has a cluster IP of, planned for node `nodeName`. */
+export function planService(
+  svc: ServiceSpec,
+  slices: readonly SliceView[],
+  nodeName: string,
+): PortPlan[] {
+  const plans: PortPlan[] = [];
+  const families = [...new Set(svc.clusterIps.map(family))] as Array<4 | 6>;
+  const id = `${svc.namespace}/${svc.name}`;
+  for (const port of svc.ports) {
+    for (const fam of families) {
+      const externalIps = [...svc.externalIps, ...svc.loadBalancerIps].filter(
+        (ip) => family(ip) === fam,
+      );
+      const policy: TrafficPolicy = {
+        internalLocal: svc.internalLocal,
+        externalLocal: svc.externalLocal,
+        externallyAccessible: port.nodePort !== undefined || externalIps.length > 0,
+      };
+      const eps = slicePortEndpoints(slices, port.name, port.protocol.toUpperCase(), fam);
+      const cat = categorizeEndpoints(eps, policy, nodeName);
+      const internal = (svc.internalLocal ? cat.local : cat.cluster) ?? [];
+      const external = policy.externalLocal ? (cat.local ?? []) : (cat.cluster ?? []);
+      plans.push({
+        key: `${id}:${port.port}/${port.protocol}/${fam}`,
+        service: id,
+        family: fam,
+        protocol: port.protocol,
+        port: port.port,
+        clusterIps: svc.clusterIps.filter((ip) => family(ip) === fam),
+        ...(port.nodePort ? { nodePort: port.nodePort } : {}),
+        externalIps,
+        internal,
+        external: policy.externallyAccessible ? external : [],
+        masqueradeExternal: !svc.externalLocal,
+        reject: !cat.hasAny,
+        ...(svc.affinitySeconds !== undefined ? { affinitySeconds: svc.affinitySeconds } : {}),
+      });
+    }
+  }
+  return plans;
+}
+
+/** How many endpoints of a Service are on this node and usable: what its health check answers. */
+export function localEndpointCount(plans: readonly PortPlan[], nodeName: string): number {
+  const ips = new Set<string>();
+  for (const p of plans) for (const ep of p.external) if (ep.nodeName === nodeName) ips.add(ep.ip);
+  return ips.size;
+}
