@@ -10,7 +10,6 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
-import { execaSync } from "execa";
 import {
   type ClusterMember,
   ClusterUnderlay,
@@ -26,69 +25,21 @@ import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-
 import { createNetns } from "../support/netns.js";
 import { startNetnsScript, stopPodServer } from "../support/pod-server.js";
 import { requireCommand, requireRoot } from "../support/requirements.js";
+import {
+  ALT_PORT,
+  httpGet,
+  serverScript,
+  TCP_PORT,
+  tcp,
+  UDP_PORT,
+  udp,
+} from "../support/service-probes.js";
 import { until } from "../support/until.js";
 
 const eventually = <T>(probe: () => T | undefined | null | false, what: string) =>
   until(probe, what, 30_000);
 
-const TCP_PORT = 8080;
-const ALT_PORT = 9090;
-const UDP_PORT = 5353;
 const NS = "default";
-
-/** TCP on 8080 and 9090, UDP on 5353: each answers "<name> <address it saw>". */
-function serverScript(name: string): string {
-  return `const net = require("node:net"); const dgram = require("node:dgram");
-    const who = (a) => ${JSON.stringify(name)} + " " + a.replace(/^::ffff:/, "");
-    for (const p of [${TCP_PORT}, ${ALT_PORT}]) net.createServer((s) => s.end(who(s.remoteAddress))).listen(p, "0.0.0.0");
-    const u = dgram.createSocket("udp4"); u.on("message", (m, r) => u.send(who(r.address), r.port, r.address));
-    u.bind(${UDP_PORT}, "0.0.0.0", () => console.log("listening"));`;
-}
-
-function nodeEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.NODE_EXTRA_CA_CERTS;
-  delete env.NODE_OPTIONS;
-  return env;
-}
-
-/** A Node script run in `ns`: what it printed (each script prints its outcome and exits). */
-function runIn(ns: string, script: string): string {
-  return execaSync("ip", ["netns", "exec", ns, process.execPath, "-e", script], {
-    env: nodeEnv(),
-    extendEnv: false,
-    timeout: 10_000,
-    reject: false,
-  }).stdout;
-}
-
-/** A TCP connect from `ns`: the server's answer, or the error's code ("ECONNREFUSED", "TIMEOUT"). */
-function tcp(ns: string, address: string, port: number): string {
-  const script = `const s = require("node:net").connect(${port}, ${JSON.stringify(address)});
-    let out = ""; s.on("data", (b) => { out += b; }); s.on("end", () => { process.stdout.write(out); process.exit(0); });
-    s.on("error", (e) => { process.stdout.write(e.code); process.exit(0); });
-    setTimeout(() => { process.stdout.write("TIMEOUT"); process.exit(0); }, 3000);`;
-  return runIn(ns, script);
-}
-
-/** One UDP datagram from `ns`, from source port `sport`: the answer, or "TIMEOUT". */
-function udp(ns: string, address: string, port: number, sport: number): string {
-  const script = `const u = require("node:dgram").createSocket("udp4");
-    u.on("message", (m) => { process.stdout.write(String(m)); process.exit(0); });
-    u.on("error", (e) => { process.stdout.write(e.code); process.exit(0); });
-    u.bind(${sport}, () => u.send("hi", ${port}, ${JSON.stringify(address)}));
-    setTimeout(() => { process.stdout.write("TIMEOUT"); process.exit(0); }, 2000);`;
-  return runIn(ns, script);
-}
-
-/** An HTTP GET from `ns`: "<status> <body>", or the error's code. */
-function httpGet(ns: string, url: string): string {
-  const script = `require("node:http").get(${JSON.stringify(url)}, (r) => { let b = "";
-      r.on("data", (d) => { b += d; }); r.on("end", () => { process.stdout.write(r.statusCode + " " + b); process.exit(0); }); })
-    .on("error", (e) => { process.stdout.write(e.code); process.exit(0); });
-    setTimeout(() => { process.stdout.write("TIMEOUT"); process.exit(0); }, 3000);`;
-  return runIn(ns, script);
-}
 
 interface Endpoint {
   ip: string;
@@ -366,9 +317,28 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     await eventually(() => table(a()).includes(`${b().pod}:${UDP_PORT}`), "the new endpoint");
     // a2 still answers: only the stale flow's removal sends this datagram to b1.
     expect(udp(a1, "10.96.1.53", 53, 40_053)).to.equal(`b1 ${a().pod}`);
+    // A deleted Service takes its flows with it.
+    const flows = () =>
+      inNs(a().node.netns, ["conntrack", "-L", "-p", "udp", "--orig-dst", "10.96.1.53"]).stdout;
+    expect(flows()).to.include("dport=53");
+    server.remove("services", NS, "dns");
+    await eventually(() => !flows().includes("dport=53"), "the deleted Service's UDP flows gone");
+  });
+
+  it("a restarted driver leaves the rules in force while it is away, and rewrites them whole when it is back", async () => {
+    const a1 = a().h.netnsName(1);
+    await a().h.stop();
+    expect(tcp(a1, "10.96.1.1", 80), "served while the driver is away").to.equal(`b1 ${a().pod}`);
+    slice("remote", [{ ip: a2, node: "node-a" }]);
+    await a().h.start();
+    await eventually(() => tcp(a1, "10.96.1.1", 80).startsWith("a2"), "the change made while away");
   });
 
   it('switching "services" to "kube-proxy" removes the table without a restart; back to "driver" writes it again', async () => {
+    const a1 = a().h.netnsName(1);
+    service("switch", "10.96.1.30");
+    slice("switch", [{ ip: a2, node: "node-a" }]);
+    await eventually(() => tcp(a1, "10.96.1.30", 80).startsWith("a2"), "the Service");
     await configureAll({
       crossNode: "host-gw",
       clusterCidr: "10.244.0.0/16",
@@ -379,8 +349,8 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
         () => !table(m).includes("cni-driver-services"),
         `${m.node.name}'s table gone`,
       );
-    expect(tcp(a().h.netnsName(1), "10.96.1.1", 80)).to.not.match(/^b1/);
+    expect(tcp(a1, "10.96.1.30", 80)).to.not.match(/^a2/);
     await configureAll({ crossNode: "host-gw", clusterCidr: "10.244.0.0/16", services: "driver" });
-    await eventually(() => tcp(a().h.netnsName(1), "10.96.1.1", 80).startsWith("b1"), "back");
+    await eventually(() => tcp(a1, "10.96.1.30", 80).startsWith("a2"), "back");
   });
 });

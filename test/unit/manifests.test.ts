@@ -493,6 +493,57 @@ describe("manifests (daemonset/ and configmap/)", () => {
     });
   });
 
+  describe('kustomize: overlays/without-kube-proxy sets "services": "driver"', () => {
+    it("renders daemonset/'s objects unchanged but for driver.json, which is configmap/'s with services: driver, and loads", function () {
+      requireCommand(this, "kubectl", "kubectl");
+      const render = (dir: string) =>
+        parseManifests(
+          execFileSync("kubectl", ["kustomize", dir], {
+            cwd: ROOT,
+            encoding: "utf8",
+            stdio: ["ignore", "pipe", "pipe"],
+          }),
+          `kubectl kustomize ${dir}`,
+        );
+      const base = render("daemonset/");
+      const overlay = render("overlays/without-kube-proxy/");
+      expect(overlay.map((m) => idOf(m.doc)).sort()).to.deep.equal(
+        base.map((m) => idOf(m.doc)).sort(),
+      );
+      const driverJson = (ms: Manifest[]) =>
+        JSON.parse(
+          ((ms.find((m) => m.doc.kind === "ConfigMap")?.doc.data ?? {}) as Record<string, string>)[
+            "driver.json"
+          ] ?? "{}",
+        );
+      expect(driverJson(overlay)).to.deep.equal({ ...driverJson(base), services: "driver" });
+      for (const m of overlay) {
+        if (m.doc.kind === "ConfigMap") continue;
+        expect(m.doc, idOf(m.doc)).to.deep.equal(
+          base.find((b) => idOf(b.doc) === idOf(m.doc))?.doc,
+        );
+      }
+      const cm = overlay.find((m) => m.doc.kind === "ConfigMap")?.doc.data as Record<
+        string,
+        string
+      >;
+      const builtin = createMidonetPlugin({ plumbing: iproute2Plumbing });
+      const loaded = loadDriverConfig(
+        new Map(Object.entries(cm).map(([k, v]) => [k, Buffer.from(v)])),
+        {
+          source: "overlays/without-kube-proxy",
+          podCidrs: { v4: "10.244.3.0/24" },
+          pluginExists: (t) => INSTALLED_PLUGINS.has(t),
+          builtins: new Map([
+            [MIDONET_PLUGIN_TYPE, (c: Record<string, unknown>) => builtin.validate(c)],
+          ]),
+        },
+        1,
+      );
+      expect(loaded.settings.services).to.equal("driver");
+    });
+  });
+
   describe("RBAC: the least privilege the driver needs", () => {
     it("a ServiceAccount cni-driver in kube-system, used by the DaemonSet", () => {
       const sa = find<{ metadata: { namespace?: string } }>(RAW, "ServiceAccount", NAME);
@@ -500,7 +551,7 @@ describe("manifests (daemonset/ and configmap/)", () => {
       expect(POD?.serviceAccountName).to.equal(NAME);
     });
 
-    it("the ClusterRole grants exactly nodes get/list/watch/patch, pods get/list/watch/patch, namespaces and networkpolicies list/watch, configmaps get/list/watch, events create/patch", () => {
+    it("the ClusterRole grants exactly nodes get/list/watch/patch, pods get/list/watch/patch, namespaces, networkpolicies, services and endpointslices list/watch, configmaps get/list/watch, events create/patch", () => {
       const role = find<IClusterRole>(RAW, "ClusterRole", NAME);
       const granted = (role.rules ?? []).flatMap((r) => {
         expect(r.resourceNames, "resourceNames").to.equal(undefined);
@@ -523,6 +574,10 @@ describe("manifests (daemonset/ and configmap/)", () => {
           "core/namespaces: watch",
           "networking.k8s.io/networkpolicies: list",
           "networking.k8s.io/networkpolicies: watch",
+          "core/services: list",
+          "core/services: watch",
+          "discovery.k8s.io/endpointslices: list",
+          "discovery.k8s.io/endpointslices: watch",
           "core/configmaps: get",
           "core/configmaps: list",
           "core/configmaps: watch",
