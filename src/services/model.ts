@@ -63,6 +63,8 @@ export interface PortPlan {
   internal: ServiceEndpoint[];
   /** The endpoints traffic from outside goes to (externalTrafficPolicy decides). */
   external: ServiceEndpoint[];
+  /** internalTrafficPolicy is Local: `internal` holds this node's endpoints only. */
+  internalLocal: boolean;
   /** Off-node traffic to an external frontend is masqueraded (Cluster policy). */
   masqueradeExternal: boolean;
   /** No usable endpoint anywhere: every frontend rejects. */
@@ -118,7 +120,11 @@ export function serviceFromApi(o: unknown): ServiceSpec | undefined {
     clusterIps,
     ports,
     externalIps: ips(spec.externalIPs),
-    loadBalancerIps: type === "LoadBalancer" ? ips(objs(lb.ingress).map((i) => i.ip)) : [],
+    // ipMode Proxy: the load balancer proxies and sends to node ports itself (KEP-1860).
+    loadBalancerIps:
+      type === "LoadBalancer"
+        ? ips(objs(lb.ingress).filter((i) => i.ipMode !== "Proxy").map((i) => i.ip))
+        : [],
     ...(affinity
       ? { affinitySeconds: typeof timeout === "number" ? timeout : DEFAULT_AFFINITY_SECONDS }
       : {}),
@@ -171,6 +177,7 @@ export function planService(
         externalIps,
         internal,
         external: policy.externallyAccessible ? external : [],
+        internalLocal: svc.internalLocal,
         masqueradeExternal: !svc.externalLocal,
         reject: !cat.hasAny,
         ...(svc.affinitySeconds !== undefined ? { affinitySeconds: svc.affinitySeconds } : {}),

@@ -101,7 +101,18 @@ type M = [string, string, string, string, string, string, string];
 const PIECES: Array<[RegExp, (m: M, t: NftTable) => Op]> = [
   [/^ct state new/, () => (p) => hit(p, true)],
   [/^ct status dnat/, () => (p) => hit(p, p.dnat !== undefined)],
-  [/^fib (s|d)addr type local/, (m) => (p) => hit(p, isLocal(p, m[1] === "s" ? p.src : p.dst))],
+  [
+    /^fib (s|d)addr type (!= )?local/,
+    (m) => (p) => hit(p, isLocal(p, m[1] === "s" ? p.src : p.dst) !== !!m[2]),
+  ],
+  [
+    /^(ip6?) (saddr|daddr) (!= )?\{ ([^}]*) \}/,
+    (m) => (p) => {
+      if (fam(m[1]) !== p.family) return hit(p, false);
+      const a = m[2] === "saddr" ? p.src : p.dst;
+      return hit(p, m[4].split(", ").some((c) => inCidr(a, c)) !== !!m[3]);
+    },
+  ],
   [
     /^(?:(ip6?) daddr \. )?meta l4proto \. th dport vmap @(\S+)/,
     (m, t) => (p) => {

@@ -138,6 +138,7 @@ const SERVICES: Record<string, SvcOpts> = {
   self: { ips: ["172.30.0.100"], ports: http() },
   sticky: { type: "NodePort", ips: ["172.30.0.110"], ports: http(30110), affinity: 600 },
   dual: { type: "NodePort", ips: ["172.30.0.120", "fd00:30::120"], ports: http(30120) },
+  "itp-local-np-cluster": { type: "NodePort", ips: ["172.30.0.150"], ports: http(30150), itp: "Local" },
   protocols: {
     ips: ["172.30.0.130"],
     ports: [
@@ -167,6 +168,7 @@ const SLICES: ApiSlice[] = [
   slice("self", [["10.0.1.101", "node-a"]]),
   slice("sticky", [["10.0.1.110", "node-a"], ["10.0.2.110", "node-b"]]),
   slice("dual", [["10.0.1.120", "node-a"], ["10.0.2.120", "node-b"]]),
+  slice("itp-local-np-cluster", [["10.0.2.150", "node-b"]]),
   slice("dual", [["fd00:10:1::120", "node-a"], ["fd00:10:2::120", "node-b"]]),
   slice("protocols", [["10.0.2.130", "node-b"]], [["sctp", 5000, "SCTP"], ["dns", 5353, "UDP"], ["dns-tcp", 5354]]),
 ];
@@ -223,6 +225,10 @@ interface Row {
 
 // biome-ignore format: one row a line, as kube-proxy's tables
 const ROWS: Row[] = [
+  { name: "ClusterIP from outside the cluster (a router sends the range here): masqueraded", src: OUTSIDE, dst: "172.30.0.10", port: 80, expect: "10.0.1.5:8080, 10.0.2.5:8080", masq: true },
+  { name: "internalTrafficPolicy Local, NodePort Cluster: a local pod through the node port reaches the cluster's endpoints", src: POD_A, dst: NODE_IP, port: 30150, expect: "10.0.2.150:8080" },
+  { name: "internalTrafficPolicy Local, NodePort Cluster: its ClusterIP has no local endpoint", src: POD_A, dst: "172.30.0.150", port: 80, expect: "DROP" },
+  { name: "internalTrafficPolicy Local, NodePort Cluster from outside: masqueraded", src: OUTSIDE, dst: NODE_IP, port: 30150, expect: "10.0.2.150:8080", masq: true },
   { name: "ClusterIP from a local pod: every ready endpoint, local and remote", src: POD_A, dst: "172.30.0.10", port: 80, expect: "10.0.1.5:8080, 10.0.2.5:8080" },
   { name: "ClusterIP from the node itself", hook: "output", src: NODE_IP, dst: "172.30.0.10", port: 80, expect: "10.0.1.5:8080, 10.0.2.5:8080" },
   { name: "ClusterIP, a port it does not have", src: POD_A, dst: "172.30.0.10", port: 81, expect: "NONE" },
@@ -236,13 +242,13 @@ const ROWS: Row[] = [
   { name: "NodePort Cluster from outside: every endpoint, masqueraded", src: OUTSIDE, dst: NODE_IP, port: 30030, expect: "10.0.1.30:8080, 10.0.2.30:8080", masq: true },
   { name: "NodePort Cluster from another node's pod: masqueraded", src: POD_B, dst: NODE_IP, port: 30030, expect: "10.0.1.30:8080, 10.0.2.30:8080", masq: true },
   { name: "NodePort Cluster from a local pod: not masqueraded", src: POD_A, dst: NODE_IP, port: 30030, expect: "10.0.1.30:8080, 10.0.2.30:8080" },
-  { name: "NodePort Cluster from the node itself: not masqueraded", hook: "output", src: NODE_IP, dst: NODE_IP, port: 30030, expect: "10.0.1.30:8080, 10.0.2.30:8080" },
+  { name: "NodePort Cluster from the node itself: masqueraded, as kube-proxy does", hook: "output", src: NODE_IP, dst: NODE_IP, port: 30030, expect: "10.0.1.30:8080, 10.0.2.30:8080", masq: true },
   { name: "NodePort on 127.0.0.1: no match", hook: "output", src: "127.0.0.1", dst: "127.0.0.1", port: 30030, expect: "NONE" },
   { name: "NodePort, another protocol: no match", src: OUTSIDE, dst: NODE_IP, proto: "udp", port: 30030, expect: "NONE" },
   { name: "NodePort on an address that is not the node's: no match", src: OUTSIDE, dst: "192.168.0.3", port: 30030, expect: "NONE" },
   { name: "NodePort Local from outside: the local endpoints only, source kept", src: OUTSIDE, dst: NODE_IP, port: 30040, expect: "10.0.1.40:8080" },
   { name: "NodePort Local from a local pod: every endpoint (short-circuit)", src: POD_A, dst: NODE_IP, port: 30040, expect: "10.0.1.40:8080, 10.0.2.40:8080" },
-  { name: "NodePort Local from the node itself: every endpoint", hook: "output", src: NODE_IP, dst: NODE_IP, port: 30040, expect: "10.0.1.40:8080, 10.0.2.40:8080" },
+  { name: "NodePort Local from the node itself: every endpoint, masqueraded", hook: "output", src: NODE_IP, dst: NODE_IP, port: 30040, expect: "10.0.1.40:8080, 10.0.2.40:8080", masq: true },
   { name: "NodePort Local, its ClusterIP: every endpoint", src: POD_A, dst: "172.30.0.40", port: 80, expect: "10.0.1.40:8080, 10.0.2.40:8080" },
   { name: "NodePort Local, endpoints only on node-b, from outside: dropped", src: OUTSIDE, dst: NODE_IP, port: 30050, expect: "DROP" },
   { name: "NodePort Local, endpoints only on node-b, from a local pod: reached", src: POD_A, dst: NODE_IP, port: 30050, expect: "10.0.2.50:8080" },
@@ -314,6 +320,7 @@ describe("services: packets through the nftables Services table (kube-proxy's pa
     const rules = (c: string) => table.chains.get(c)?.rules.map((r) => r.text) ?? [];
     const aff = (ep: string) => ep.replace(/^ep-/, "aff-");
     expect(rules(svc)).to.deep.equal([
+      `ip daddr { 172.30.0.110 } ip saddr != { 10.0.1.0/24 } fib saddr type != local meta mark set meta mark | 0x100000`,
       `ip saddr @${aff(ep1)} goto ${ep1}`,
       `ip saddr @${aff(ep2)} goto ${ep2}`,
       `numgen random mod 2 vmap { 0 : goto ${ep1}, 1 : goto ${ep2} }`,
@@ -377,6 +384,7 @@ describe("services: the incremental script (changeScript)", () => {
     const [web] = namesOf(BEFORE, "web");
     expect(script.trim().split("\n")).to.deep.equal([
       `flush chain ${T} ${web}`,
+      `add rule ${T} ${web} ip daddr { 172.30.0.10 } ip saddr != { 10.0.1.0/24 } fib saddr type != local meta mark set meta mark | 0x100000`,
       `add rule ${T} ${web} meta l4proto tcp dnat ip to numgen random mod 3 map { 0 : 10.0.1.5 . 8080, 1 : 10.0.2.5 . 8080, 2 : 10.0.2.6 . 8080 }`,
     ]);
     for (const other of Object.keys(SERVICES).filter((n) => n !== "web"))

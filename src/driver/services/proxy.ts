@@ -32,6 +32,7 @@ import {
 import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
+import { FrontendClaims } from "./frontend-claims.js";
 import { HealthCheckPorts } from "./health-check.js";
 import {
   type Block,
@@ -80,6 +81,12 @@ export interface ServiceProxyOptions {
   metrics?: ServiceProxyMetrics;
 }
 
+/** A Service's port plans and their blocks. */
+interface Planned {
+  plans: PortPlan[];
+  blocks: Map<string, Block>;
+}
+
 const id = (ns: string | undefined, name: string | undefined) => `${ns ?? ""}/${name ?? ""}`;
 
 export class ServiceProxy {
@@ -91,7 +98,9 @@ export class ServiceProxy {
   /** Services whose rules may have to change at the next sync. */
   private dirty = new Set<string>();
   /** Plans and blocks as written to the kernel, per Service; undefined: rewrite the table whole. */
-  private written: Map<string, { plans: PortPlan[]; blocks: Map<string, Block> }> | undefined;
+  private written: Map<string, Planned> | undefined;
+  private readonly claims = new FrontendClaims();
+  private lastConflicts = "[]";
   private hairpin: Elements = new Map();
   private watches: ObjectWatch[] = [];
   private synced = new Set<string>();
@@ -153,6 +162,7 @@ export class ServiceProxy {
     this.dirty.clear();
     this.written = undefined;
     this.hairpin = new Map();
+    this.claims.clear();
     this.health.close();
     // Whatever an earlier run or mode left: the other mode keeps no rule of ours.
     await this.datapath.deleteTable();
@@ -238,7 +248,7 @@ export class ServiceProxy {
     return { podCidrs: { 4: c.v4 ? [c.v4] : [], 6: c.v6 ? [c.v6] : [] } };
   }
 
-  private plan(key: string): { plans: PortPlan[]; blocks: Map<string, Block> } | undefined {
+  private plan(key: string): Planned | undefined {
     const svc = this.services.get(key);
     if (!svc) return undefined;
     const plans = planService(
@@ -258,14 +268,11 @@ export class ServiceProxy {
     const first = this.written === undefined;
     const before = this.written ?? new Map();
     const after = new Map(before);
-    for (const key of first ? this.services.keys() : dirty) {
-      const p = this.plan(key);
-      if (p) after.set(key, p);
-      else after.delete(key);
-    }
+    const affected = this.replan(first ? [...this.services.keys()] : [...dirty], first, after);
     const hairpin = hairpinElements(
       [...after.values()].flatMap((p) => p.plans),
       this.o.nodeName ?? "",
+      this.node().podCidrs,
     );
     let script: string;
     if (first)
@@ -276,7 +283,7 @@ export class ServiceProxy {
     else {
       const current = new Map<string, Block>();
       const changed = new Map<string, Block | undefined>();
-      for (const key of dirty) {
+      for (const key of affected) {
         for (const [k, b] of before.get(key)?.blocks ?? []) {
           current.set(k, b);
           changed.set(k, undefined);
@@ -290,7 +297,7 @@ export class ServiceProxy {
     } catch (err) {
       // Rewritten whole at the retry: the kernel may hold either state.
       this.written = undefined;
-      for (const k of dirty) this.dirty.add(k);
+      for (const k of affected) this.dirty.add(k);
       const retryInMs = this.loop.failed();
       this.o.metrics?.servicesSynced("failed", after.size, performance.now() - t0);
       this.log.error({ err: String(err), retryInMs }, "cannot write the Service rules");
@@ -301,11 +308,47 @@ export class ServiceProxy {
     this.loop.succeeded();
     this.o.metrics?.servicesSynced("ok", after.size, performance.now() - t0);
     this.log.debug(
-      { services: after.size, changed: first ? "all" : dirty.size, ms: performance.now() - t0 },
+      { services: after.size, changed: first ? "all" : affected.size, ms: performance.now() - t0 },
       "Service rules written",
     );
     this.updateHealthChecks();
-    if (!first) await this.cleanFlows(before, after, dirty);
+    if (!first) await this.cleanFlows(before, after, affected);
+  }
+
+  /**
+   * Plans `keys` into `after` (a Service gone is removed), with each map key
+   * written by the one Service that owns it; a Service that takes a frontend
+   * over from another is planned again too. Answers every Service planned.
+   */
+  private replan(keys: string[], first: boolean, after: Map<string, Planned>): Set<string> {
+    if (first) this.claims.clear();
+    const todo = [...keys].sort();
+    const planned = new Map<string, Planned | undefined>();
+    // Each Service once: a takeover adds the new owner, who has not been planned yet.
+    for (let i = 0; i < todo.length; i++) {
+      const key = todo[i] as string;
+      if (planned.has(key)) continue;
+      const p = this.plan(key);
+      planned.set(key, p);
+      for (const other of this.claims.set(key, p?.blocks.values()))
+        if (!planned.has(other)) todo.push(other);
+    }
+    for (const [key, p] of planned) {
+      if (!p) after.delete(key);
+      else
+        after.set(key, {
+          plans: p.plans,
+          blocks: new Map([...p.blocks].map(([k, b]) => [k, this.claims.filter(key, b)])),
+        });
+    }
+    const conflicts = JSON.stringify(this.claims.conflicts());
+    if (conflicts !== this.lastConflicts && conflicts !== "[]")
+      this.log.warn(
+        { conflicts: this.claims.conflicts() },
+        "Services claim the same address and port; the first by namespace/name gets it",
+      );
+    this.lastConflicts = conflicts;
+    return new Set(planned.keys());
   }
 
   private updateHealthChecks(): void {

@@ -24,6 +24,7 @@
  * a change rewrites only the blocks it touches (see ruleset-diff.ts). Pure.
  */
 import { createHash } from "node:crypto";
+import { cidrContains, parseCidr, parseIp } from "../../net/ip.js";
 import type { ServiceEndpoint } from "../../services/endpoints.js";
 import type { PortPlan } from "../../services/model.js";
 
@@ -136,27 +137,45 @@ export function planBlock(plan: PortPlan, node: NodeView): Block {
   }
   const h = hash(plan.key);
   const svc = `svc-${h}`;
-  b.chains.set(svc, chooseRules(plan, plan.internal, b));
+  const ipk = ipKw(plan.family);
+  const mark = `meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`;
+  const podCidrs = node.podCidrs[plan.family];
+  const fromPods = (c: string) => `${ipk} saddr ${c}`;
+  // A client neither a pod of this node nor the node itself (a router sending the Service range
+  // here): an endpoint elsewhere would answer it directly, so it is masqueraded, as kube-proxy does.
+  const offCluster =
+    podCidrs.length > 0 && cluster.length > 0
+      ? [
+          `${ipk} daddr { ${plan.clusterIps.join(", ")} } ${ipk} saddr != { ${podCidrs.join(", ")} } fib saddr type != local ${mark}`,
+        ]
+      : [];
+  b.chains.set(svc, [...offCluster, ...chooseRules(plan, plan.internal, b)]);
   for (const f of cluster) addElement(b.elements, f.map, f.key, `goto ${svc}`);
   if (external.length === 0) return b;
 
   const ext = `ext-${h}`;
-  const fromInside = [
-    `fib saddr type local goto ${svc}`,
-    ...node.podCidrs[plan.family].map((c) => `${ipKw(plan.family)} saddr ${c} goto ${svc}`),
-  ];
-  let outside: string[];
-  if (!plan.masqueradeExternal) outside = chooseRules(plan, plan.external, b);
-  else {
-    const mark = `meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`;
-    if (sameEndpoints(plan.external, plan.internal)) outside = [mark, `goto ${svc}`];
-    else {
-      const xep = `xep-${h}`;
-      b.chains.set(xep, chooseRules(plan, plan.external, b));
-      outside = [mark, `goto ${xep}`];
+  let rules: string[];
+  if (plan.masqueradeExternal) {
+    // Cluster policy: every client to the cluster's endpoints; all but this node's pods masqueraded.
+    let target = svc;
+    if (!sameEndpoints(plan.external, plan.internal)) {
+      target = `xep-${h}`;
+      b.chains.set(target, chooseRules(plan, plan.external, b));
     }
+    rules = [...podCidrs.map((c) => `${fromPods(c)} goto ${target}`), `${mark} goto ${target}`];
+  } else {
+    // Local policy: outside clients keep their address and reach this node's endpoints only.
+    // This node's pods and the node itself go to the cluster's endpoints when the Service has
+    // them (internalTrafficPolicy Cluster), the node masqueraded, as kube-proxy does.
+    const shortCircuit = plan.internalLocal
+      ? []
+      : [
+          ...podCidrs.map((c) => `${fromPods(c)} goto ${svc}`),
+          `fib saddr type local ${mark} goto ${svc}`,
+        ];
+    rules = [...shortCircuit, ...chooseRules(plan, plan.external, b)];
   }
-  b.chains.set(ext, [...fromInside, ...outside]);
+  b.chains.set(ext, rules);
   for (const f of external) addElement(b.elements, f.map, f.key, `goto ${ext}`);
   return b;
 }
@@ -219,16 +238,27 @@ export function skeleton(): string {
   ].join("\n");
 }
 
-/** The `hairpin` sets' elements: every endpoint on this node, paired with itself. */
+/**
+ * The `hairpin` sets' elements: every endpoint on this node (its slice says
+ * so, or, when the slice names no node, its address is in this node's pod
+ * CIDRs), paired with itself.
+ */
 export function hairpinElements(
   plans: Iterable<PortPlan>,
   nodeName: string,
+  podCidrs: NodeView["podCidrs"] = { 4: [], 6: [] },
 ): Map<string, Map<string, string>> {
+  const cidrs = [...podCidrs[4], ...podCidrs[6]].flatMap((c) => parseCidr(c) ?? []);
+  const local = (ep: ServiceEndpoint) => {
+    if (ep.nodeName !== undefined) return ep.nodeName === nodeName;
+    const a = parseIp(ep.ip);
+    return a !== undefined && cidrs.some((c) => cidrContains(c, a));
+  };
   const v4 = new Map<string, string>();
   const v6 = new Map<string, string>();
   for (const p of plans)
     for (const ep of [...p.internal, ...p.external])
-      if (ep.nodeName === nodeName) (p.family === 4 ? v4 : v6).set(`${ep.ip} . ${ep.ip}`, "");
+      if (local(ep)) (p.family === 4 ? v4 : v6).set(`${ep.ip} . ${ep.ip}`, "");
   return new Map([
     ["hairpin", v4],
     ["hairpin6", v6],

@@ -1,0 +1,84 @@
+/**
+ * Who owns each frontend (a key of the service-ips, nodeports and
+ * no-endpoint maps) when two Services claim the same one: nothing in the API
+ * stops two Services listing one externalIP and port. A map key leads to one
+ * chain, so one Service gets it (the first by namespace/name, as long as it
+ * wants it) and the other's claim waits; when the owner lets it go, the next
+ * one takes it over. Without this, the second Service's element would fail
+ * the whole transaction, and deleting either would delete the key from under
+ * the other. Pure.
+ */
+import type { Block } from "./ruleset.js";
+
+const frontendsOf = (blocks: Iterable<Block>): string[] => {
+  const out: string[] = [];
+  for (const b of blocks)
+    for (const [map, m] of b.elements) for (const key of m.keys()) out.push(`${map}|${key}`);
+  return out;
+};
+
+export class FrontendClaims {
+  private readonly owner = new Map<string, string>();
+  private readonly wanted = new Map<string, Set<string>>();
+  private readonly wants = new Map<string, string[]>();
+
+  /**
+   * What `service` claims now (undefined: it is gone). Answers the other
+   * Services that became owners of a frontend: their blocks must be written again.
+   */
+  set(service: string, blocks: Iterable<Block> | undefined): Set<string> {
+    const touched = new Set<string>(this.wants.get(service) ?? []);
+    for (const f of touched) this.wanted.get(f)?.delete(service);
+    const now = blocks ? frontendsOf(blocks) : [];
+    if (now.length > 0) this.wants.set(service, now);
+    else this.wants.delete(service);
+    for (const f of now) {
+      touched.add(f);
+      const w = this.wanted.get(f) ?? new Set<string>();
+      this.wanted.set(f, w);
+      w.add(service);
+    }
+    const gained = new Set<string>();
+    for (const f of touched) {
+      const w = this.wanted.get(f);
+      const held = this.owner.get(f);
+      if (held !== undefined && w?.has(held)) continue;
+      if (!w || w.size === 0) {
+        this.wanted.delete(f);
+        this.owner.delete(f);
+        continue;
+      }
+      const next = [...w].sort()[0] as string;
+      this.owner.set(f, next);
+      if (next !== service) gained.add(next);
+    }
+    return gained;
+  }
+
+  /** The block with only the map elements `service` owns. */
+  filter(service: string, block: Block): Block {
+    const elements = new Map<string, Map<string, string>>();
+    for (const [map, m] of block.elements) {
+      const kept = new Map([...m].filter(([key]) => this.owner.get(`${map}|${key}`) === service));
+      if (kept.size > 0) elements.set(map, kept);
+    }
+    return { chains: block.chains, sets: block.sets, elements };
+  }
+
+  /** Frontends more than one Service claims, with the claimants (the owner first). */
+  conflicts(): Array<{ frontend: string; services: string[] }> {
+    const out: Array<{ frontend: string; services: string[] }> = [];
+    for (const [f, w] of this.wanted) {
+      if (w.size < 2) continue;
+      const owner = this.owner.get(f) as string;
+      out.push({ frontend: f, services: [owner, ...[...w].filter((s) => s !== owner).sort()] });
+    }
+    return out;
+  }
+
+  clear(): void {
+    this.owner.clear();
+    this.wanted.clear();
+    this.wants.clear();
+  }
+}
