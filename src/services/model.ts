@@ -123,7 +123,11 @@ export function serviceFromApi(o: unknown): ServiceSpec | undefined {
     // ipMode Proxy: the load balancer proxies and sends to node ports itself (KEP-1860).
     loadBalancerIps:
       type === "LoadBalancer"
-        ? ips(objs(lb.ingress).filter((i) => i.ipMode !== "Proxy").map((i) => i.ip))
+        ? ips(
+            objs(lb.ingress)
+              .filter((i) => i.ipMode !== "Proxy")
+              .map((i) => i.ip),
+          )
         : [],
     ...(affinity
       ? { affinitySeconds: typeof timeout === "number" ? timeout : DEFAULT_AFFINITY_SECONDS }

@@ -138,7 +138,12 @@ const SERVICES: Record<string, SvcOpts> = {
   self: { ips: ["172.30.0.100"], ports: http() },
   sticky: { type: "NodePort", ips: ["172.30.0.110"], ports: http(30110), affinity: 600 },
   dual: { type: "NodePort", ips: ["172.30.0.120", "fd00:30::120"], ports: http(30120) },
-  "itp-local-np-cluster": { type: "NodePort", ips: ["172.30.0.150"], ports: http(30150), itp: "Local" },
+  "itp-local-np-cluster": {
+    type: "NodePort",
+    ips: ["172.30.0.150"],
+    ports: http(30150),
+    itp: "Local",
+  },
   protocols: {
     ips: ["172.30.0.130"],
     ports: [
