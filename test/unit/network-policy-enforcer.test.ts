@@ -8,7 +8,6 @@
  */
 import { expect } from "chai";
 import pino from "pino";
-import type { DriverConfig } from "../../src/driver/config/network-config.js";
 import type {
   FollowedCollection,
   KubeApi,
@@ -23,23 +22,11 @@ import {
 } from "../../src/driver/network-policy/enforcer.js";
 import { type ElementChange, scriptOf } from "../../src/driver/network-policy/ruleset-commands.js";
 import type { Flow, FlowGroup } from "../../src/plumbing/conntrack.js";
+import { driverConfig } from "../support/driver-config.js";
 
 const logger = pino({ level: "silent" });
 
-function config(settings: Record<string, unknown> = {}, datapath = "kernel"): DriverConfig {
-  const raw = { type: "midonet", datapath, ipam: { type: "host-local", subnet: "10.244.1.0/24" } };
-  return {
-    networks: new Map([
-      ["pods", { name: "pods", cniVersion: "1.0.0", plugins: [{ type: "midonet", raw }] }],
-    ]),
-    defaultNetwork: "pods",
-    settings,
-    source: "test",
-    contentHash: "",
-    generation: 1,
-    loadedAt: new Date(),
-  } as unknown as DriverConfig;
-}
+const config = driverConfig;
 
 /** A KubeApi whose collections are fed by the test (through the watch's transform, as the real one); lists "succeed" when the test says so. */
 class FakeApi {

@@ -10,10 +10,18 @@
  */
 import type { Block } from "./ruleset.js";
 
+/**
+ * A frontend whatever map holds it: a port with endpoints is in service-ips,
+ * one without in no-endpoint-services, and the two must not be split between
+ * Services (the reject, in the filter hooks, would win for the node's own traffic).
+ */
+const frontendId = (map: string, key: string) =>
+  `${map.replace(/^(service|no-endpoint)-(services|ips)/, "ips").replace(/^(service|no-endpoint)-nodeports/, "nodeports")}|${key}`;
+
 const frontendsOf = (blocks: Iterable<Block>): string[] => {
   const out: string[] = [];
   for (const b of blocks)
-    for (const [map, m] of b.elements) for (const key of m.keys()) out.push(`${map}|${key}`);
+    for (const [map, m] of b.elements) for (const key of m.keys()) out.push(frontendId(map, key));
   return out;
 };
 
@@ -24,7 +32,8 @@ export class FrontendClaims {
 
   /**
    * What `service` claims now (undefined: it is gone). Answers the other
-   * Services that became owners of a frontend: their blocks must be written again.
+   * Services whose frontends changed (taken over, or lost to `service`):
+   * their blocks must be written again.
    */
   set(service: string, blocks: Iterable<Block> | undefined): Set<string> {
     const touched = new Set<string>(this.wants.get(service) ?? []);
@@ -38,28 +47,31 @@ export class FrontendClaims {
       this.wanted.set(f, w);
       w.add(service);
     }
-    const gained = new Set<string>();
+    const changed = new Set<string>();
     for (const f of touched) {
       const w = this.wanted.get(f);
       const held = this.owner.get(f);
-      if (held !== undefined && w?.has(held)) continue;
       if (!w || w.size === 0) {
         this.wanted.delete(f);
         this.owner.delete(f);
         continue;
       }
+      // The first by namespace/name, whatever the order they came in: a restart decides alike.
       const next = [...w].sort()[0] as string;
+      if (next === held) continue;
       this.owner.set(f, next);
-      if (next !== service) gained.add(next);
+      for (const s of [next, held]) if (s !== undefined && s !== service) changed.add(s);
     }
-    return gained;
+    return changed;
   }
 
   /** The block with only the map elements `service` owns. */
   filter(service: string, block: Block): Block {
     const elements = new Map<string, Map<string, string>>();
     for (const [map, m] of block.elements) {
-      const kept = new Map([...m].filter(([key]) => this.owner.get(`${map}|${key}`) === service));
+      const kept = new Map(
+        [...m].filter(([key]) => this.owner.get(frontendId(map, key)) === service),
+      );
       if (kept.size > 0) elements.set(map, kept);
     }
     return { chains: block.chains, sets: block.sets, elements };

@@ -93,8 +93,10 @@ export class ServiceProxy {
   private readonly log: pino.Logger;
   private readonly datapath: ServicesDatapath;
   private readonly services = new Map<string, ServiceSpec>();
-  /** Service id -> slice name -> slice. */
+  /** Service id -> slice namespace/name -> slice. */
   private readonly slices = new Map<string, Map<string, SliceView>>();
+  /** Slice namespace/name -> the Service it was filed under. */
+  private readonly sliceOwner = new Map<string, string>();
   /** Services whose rules may have to change at the next sync. */
   private dirty = new Set<string>();
   /** Plans and blocks as written to the kernel, per Service; undefined: rewrite the table whole. */
@@ -106,6 +108,11 @@ export class ServiceProxy {
   private synced = new Set<string>();
   private active = false;
   private switching: Promise<void> = Promise.resolve();
+  /** The sync under way, if any. */
+  private syncing: Promise<void> = Promise.resolve();
+  private stopped = false;
+  /** What the kernel held before a write that failed: its UDP flows are cleaned after the retry. */
+  private cleanFrom: Map<string, Planned> | undefined;
   private scheduled: NodeJS.Immediate | undefined;
   private readonly loop: SerialLoop;
   private readonly health: HealthCheckPorts;
@@ -115,7 +122,10 @@ export class ServiceProxy {
     this.datapath = o.datapath ?? kernelServicesDatapath;
     this.health = new HealthCheckPorts(this.log);
     this.loop = new SerialLoop({
-      run: () => this.sync(),
+      run: () => {
+        this.syncing = this.sync();
+        return this.syncing;
+      },
       retryBackoff: { baseMs: 200, maxMs: 10_000 },
     });
   }
@@ -156,9 +166,13 @@ export class ServiceProxy {
     const watches = this.watches;
     this.watches = [];
     await Promise.all(watches.map((w) => w.stop()));
+    // A write under way lands before the table goes, never after.
+    await this.syncing;
     this.synced.clear();
     this.services.clear();
     this.slices.clear();
+    this.sliceOwner.clear();
+    this.cleanFrom = undefined;
     this.dirty.clear();
     this.written = undefined;
     this.hairpin = new Map();
@@ -169,6 +183,7 @@ export class ServiceProxy {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     if (this.scheduled) clearImmediate(this.scheduled);
     this.loop.stop();
     const watches = this.watches;
@@ -208,24 +223,27 @@ export class ServiceProxy {
     this.markDirty(key, !spec);
   }
 
+  /**
+   * A slice is known by namespace/name: a removal may carry nothing else (no
+   * labels), and a relabelled slice moves from its old Service to its new one.
+   */
   private upsertSlice(o: KubeObjectView, removed: boolean): void {
-    const owner = sliceService(o);
-    const name = o.metadata?.name ?? "";
-    if (!owner) {
-      // A slice that lost its label: forget it wherever it was.
-      for (const [key, m] of this.slices) if (m.delete(name)) this.markDirty(key, false);
-      return;
+    const sliceId = id(o.metadata?.namespace, o.metadata?.name);
+    const was = this.sliceOwner.get(sliceId);
+    const owner = removed ? undefined : sliceService(o);
+    const key = owner ? id(owner.namespace, owner.name) : undefined;
+    if (was !== undefined && was !== key) {
+      const m = this.slices.get(was);
+      m?.delete(sliceId);
+      if (m?.size === 0) this.slices.delete(was);
+      this.sliceOwner.delete(sliceId);
+      this.markDirty(was, false);
     }
-    const key = id(owner.namespace, owner.name);
-    const m = this.slices.get(key);
-    if (removed) {
-      m?.delete(name);
-      if (m?.size === 0) this.slices.delete(key);
-    } else {
-      const slices = m ?? new Map<string, SliceView>();
-      this.slices.set(key, slices);
-      slices.set(name, o as unknown as SliceView);
-    }
+    if (key === undefined) return;
+    const slices = this.slices.get(key) ?? new Map<string, SliceView>();
+    this.slices.set(key, slices);
+    slices.set(sliceId, o as unknown as SliceView);
+    this.sliceOwner.set(sliceId, key);
     this.markDirty(key, false);
   }
 
@@ -296,6 +314,7 @@ export class ServiceProxy {
       if (script) await this.datapath.applyScript(script);
     } catch (err) {
       // Rewritten whole at the retry: the kernel may hold either state.
+      if (!first) this.cleanFrom ??= before;
       this.written = undefined;
       for (const k of affected) this.dirty.add(k);
       const retryInMs = this.loop.failed();
@@ -303,6 +322,7 @@ export class ServiceProxy {
       this.log.error({ err: String(err), retryInMs }, "cannot write the Service rules");
       return;
     }
+    if (this.stopped || !this.active) return;
     this.written = after;
     this.hairpin = hairpin;
     this.loop.succeeded();
@@ -312,7 +332,15 @@ export class ServiceProxy {
       "Service rules written",
     );
     this.updateHealthChecks();
-    if (!first) await this.cleanFlows(before, after, affected);
+    // After a failed write, the flows of what the kernel held before it.
+    const base = this.cleanFrom ?? (first ? undefined : before);
+    this.cleanFrom = undefined;
+    if (base)
+      await this.cleanFlows(
+        base,
+        after,
+        first ? new Set([...base.keys(), ...after.keys()]) : affected,
+      );
   }
 
   /**
