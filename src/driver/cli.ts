@@ -23,6 +23,7 @@ import { driverVersion, startDriver } from "./lifecycle/daemon.js";
 import {
   DEFAULT_INSTALLED_PLUGINS,
   installExecutable,
+  recordInstalled,
   SHIM_TYPE,
 } from "./lifecycle/host-install.js";
 import { driverOptionsFromFlags, SERVE_FLAGS } from "./lifecycle/serve-flags.js";
@@ -81,6 +82,20 @@ const INSTALL_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** The paths of `serve` that uninstall removes from, with serve's defaults, and its own switch. */
+const UNINSTALL_FLAGS: readonly FlagSpec[] = [
+  ...SERVE_FLAGS.filter((f) =>
+    ["socket", "config-dir", "state-dir", "cache-dir", "host-local-data-dir"].includes(f.name),
+  ),
+  { name: "host-cni-conf-dir", default: "/etc/cni/net.d", help: "the node's CNI conf dir" },
+  { name: "host-cni-bin-dir", default: "/opt/cni/bin", help: "the node's CNI bin dir" },
+  {
+    name: "force",
+    boolean: true,
+    help: "remove everything even while pods are attached (they lose their network)",
+  },
+];
+
 /** What `cni-driver --help` lists: each command and what it does. */
 const COMMANDS: readonly [string, string][] = [
   ["serve", "run the node daemon: pod networking on its gRPC socket"],
@@ -91,6 +106,7 @@ const COMMANDS: readonly [string, string][] = [
   ["check", "check a pod's network (CNI CHECK)"],
   ["status", "ask the driver whether it is ready (CNI STATUS)"],
   ["gc", "remove the attachments --valid does not list (CNI GC)"],
+  ["uninstall", "remove from this node everything the driver made (the driver stopped first)"],
   ["version", "print the driver's version"],
 ];
 
@@ -110,6 +126,8 @@ async function flagsOf(command: string): Promise<readonly FlagSpec[] | undefined
       return SERVE_FLAGS;
     case "install-cni":
       return INSTALL_FLAGS;
+    case "uninstall":
+      return UNINSTALL_FLAGS;
     case "midonet-controller":
       return (await import("../midonet/controller/main.js")).CONTROLLER_FLAGS;
     case "add":
@@ -154,10 +172,42 @@ async function installCni(argv: string[]): Promise<number> {
     });
     (done ? installed : kept).push(p);
   }
+  await recordInstalled(
+    binDir,
+    installed.filter((p) => p !== SHIM_TYPE),
+  );
   process.stderr.write(
     `installed ${installed.join(", ")} into ${binDir}${kept.length > 0 ? `; kept the host's own ${kept.join(", ")}` : ""}\n`,
   );
   return 0;
+}
+
+/** Exit 0 with what was removed on stderr; 1 naming why it refused. */
+async function uninstallNode(argv: string[]): Promise<number> {
+  const f = parseFlags(UNINSTALL_FLAGS, argv);
+  const { uninstall, UninstallRefused } = await import("./lifecycle/uninstall.js");
+  try {
+    const removed = await uninstall({
+      socket: f.socket as string,
+      configDir: f["config-dir"] as string,
+      stateDir: f["state-dir"] as string,
+      cacheDir: f["cache-dir"] as string,
+      hostLocalDataDir: f["host-local-data-dir"] as string,
+      hostCniConfDir: f["host-cni-conf-dir"] as string,
+      hostCniBinDir: f["host-cni-bin-dir"] as string,
+      force: f.force === true,
+    });
+    process.stderr.write(
+      removed.length > 0
+        ? `removed:\n${removed.map((r) => `  ${r}\n`).join("")}`
+        : "nothing to remove\n",
+    );
+    return 0;
+  } catch (err) {
+    if (!(err instanceof UninstallRefused)) throw err;
+    process.stderr.write(`cni-driver uninstall: ${err.message}\n`);
+    return 1;
+  }
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -174,6 +224,8 @@ async function main(argv: string[]): Promise<number> {
       return serve(rest);
     case "install-cni":
       return installCni(rest);
+    case "uninstall":
+      return uninstallNode(rest);
     case "midonet-controller":
       // Loaded only here: the node daemon and the client commands never need it.
       return (await import("../midonet/controller/main.js")).runMidonetController(rest);

@@ -147,6 +147,22 @@ export async function deleteNftTable(family: NftFamily, name: string): Promise<v
   }
 }
 
+/** Deletes the table if it is there; answers whether it was (false, too, without nft). */
+export async function removeNftTable(family: NftFamily, name: string): Promise<boolean> {
+  checkName(name);
+  try {
+    await nftScript(`delete table ${family} ${name}`, `delete table ${family} ${name}\n`);
+    return true;
+  } catch (err) {
+    if (
+      err instanceof NftError &&
+      (err.missingTool || /No such file or directory/.test(err.message))
+    )
+      return false;
+    throw err;
+  }
+}
+
 export interface NftElementChange {
   op: "add" | "delete";
   set: string;

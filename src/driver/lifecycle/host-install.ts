@@ -6,7 +6,7 @@
  * never reads half a conflist; the temporary files of an install a crash cut
  * short are removed by the next one.
  */
-import { copyFile, mkdir, stat } from "node:fs/promises";
+import { copyFile, mkdir, readFile, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { KNOWN_CAPABILITIES } from "../../cni/capabilities.js";
 import { placeFile, writeFileAtomic } from "../../common/atomic-write.js";
@@ -22,6 +22,27 @@ export const SHIM_TYPE = "cni-driver-shim";
  * first in the DaemonSet), whatever the host has.
  */
 export const DEFAULT_INSTALLED_PLUGINS: readonly string[] = ["host-local", "loopback", "portmap"];
+
+/**
+ * The reference plugins install-cni put into the bin dir (it leaves a host's
+ * own alone), recorded beside them so that `cni-driver uninstall` removes
+ * those and no other. Runtimes exec plugins by name: a dotfile is never one.
+ */
+export const INSTALLED_RECORD = ".cni-driver-installed.json";
+
+/** Adds `plugins` to the bin dir's record of what install-cni installed there. */
+export async function recordInstalled(binDir: string, plugins: readonly string[]): Promise<void> {
+  const all = [...new Set([...(await readInstalled(binDir)), ...plugins])].sort();
+  await writeFileAtomic(join(binDir, INSTALLED_RECORD), `${JSON.stringify({ plugins: all })}\n`);
+}
+
+/** What install-cni recorded in the bin dir; [] when nothing. */
+export async function readInstalled(binDir: string): Promise<string[]> {
+  const v = await readFile(join(binDir, INSTALLED_RECORD), "utf8")
+    .then((t) => (JSON.parse(t) as { plugins?: unknown }).plugins)
+    .catch(() => undefined);
+  return Array.isArray(v) ? v.filter((p): p is string => typeof p === "string") : [];
+}
 
 /** Where the shim finds this driver: its socket, and its state dir. */
 export interface ShimTarget {
