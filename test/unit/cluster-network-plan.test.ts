@@ -10,7 +10,7 @@ import {
   type ClusterNetworkSettings,
   readClusterNetworkSettings,
 } from "../../src/driver/cluster-network/settings.js";
-import { loadDriverConfig } from "../../src/driver/config/network-config.js";
+import { driverJsonRejection } from "../support/driver-config.js";
 
 const settings = (extra: Record<string, unknown> = {}): ClusterNetworkSettings =>
   readClusterNetworkSettings({ clusterCidr: "10.244.0.0/16", ...extra });
@@ -67,21 +67,7 @@ describe("cluster network settings", () => {
     });
   }
   it("a bad value rejects the whole config load (code 7, naming driver.json and the key)", () => {
-    const conflist = {
-      cniVersion: "1.0.0",
-      name: "n",
-      plugins: [{ type: "bridge", ipam: { type: "host-local", subnet: "10.244.1.0/24" } }],
-    };
-    const files = new Map([
-      ["n.conflist", Buffer.from(JSON.stringify(conflist))],
-      ["driver.json", Buffer.from(JSON.stringify({ crossNode: "vxlan", vxlan: { port: 0 } }))],
-    ]);
-    let err: unknown;
-    try {
-      loadDriverConfig(files, { source: "test", pluginExists: () => true }, 1);
-    } catch (e) {
-      err = e;
-    }
+    const err = driverJsonRejection({ crossNode: "vxlan", vxlan: { port: 0 } });
     expect(err).to.be.instanceOf(CniError);
     expect((err as CniError).code).to.equal(7);
     expect((err as CniError).message).to.equal(
