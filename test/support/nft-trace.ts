@@ -82,14 +82,6 @@ function inCidr(addr: string, cidr: string): boolean {
   return a && c ? cidrContains(c, a) : fail(`not an address or CIDR: "${cidr}"`);
 }
 
-/** `{ 0 : x, 1 : y }` -> [x, y], checking numgen's N covers exactly the indexes 0..N-1. */
-function numgenItems(n: string, body: string): string[] {
-  const items = body.split(", ").map((e) => e.split(" : "));
-  if (items.length !== Number(n) || items.some(([i], j) => i !== String(j)))
-    fail(`numgen mod ${n} over { ${body} }`);
-  return items.map((e) => e.slice(1).join(" : "));
-}
-
 /** A DNAT to `a` port `port`: the verdict accepts (nat statements end the hook's evaluation). */
 const dnat = (p: Pkt, a: string, port: string): Step => {
   const dnat = p.family === 6 ? `[${ip(a)}]:${port}` : `${ip(a)}:${port}`;
@@ -147,20 +139,14 @@ const PIECES: Array<[RegExp, (m: M, t: NftTable) => Op]> = [
   ],
   // A trace is one first packet: affinity sets stay as they are, recording a client is a no-op.
   [/^update @(\S+) \{ (ip6?) saddr \}/, () => (p) => [{ p }]],
+  // The i-th of n picks: taken or not, both followed (numgen picks any).
   [
-    /^dnat (ip6?) to (?:numgen random mod (\d+) map \{ ([^}]*) \}|(?:\[([0-9a-f:]+)\]|([\d.]+)):(\d+))/,
-    (m) => {
-      const to = m[2] ? numgenItems(m[2], m[3]).map((v) => v.split(" . ")) : [[m[4] ?? m[5], m[6]]];
-      return (p) =>
-        p.family !== fam(m[1]) ? hit(p, false) : to.map(([a = "", port = ""]) => dnat(p, a, port));
-    },
+    /^numgen random mod (\d+) == 0/,
+    (m) => (p) => (Number(m[1]) > 1 ? [{ p }, { p, miss: true }] : [{ p }]),
   ],
   [
-    /^numgen random mod (\d+) vmap \{ ([^}]*) \}/,
-    (m) => {
-      const vs = numgenItems(m[1], m[2]).map(parseVerdict);
-      return (p) => vs.map((v) => ({ p, v }));
-    },
+    /^dnat (ip6?) to (?:\[([0-9a-f:]+)\]|([\d.]+)):(\d+)/,
+    (m) => (p) => (p.family !== fam(m[1]) ? hit(p, false) : [dnat(p, m[2] ?? m[3] ?? "", m[4])]),
   ],
   [/^(?:jump|goto) \S+|^return|^drop|^accept/, (m) => (p) => [{ p, v: parseVerdict(m[0]) }]],
   [/^reject(?: with tcp reset)?/, () => (p) => [{ p, v: { k: "reject" } }]],

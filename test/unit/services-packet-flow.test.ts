@@ -328,7 +328,8 @@ describe("services: packets through the nftables Services table (kube-proxy's pa
       `ip daddr { 172.30.0.110 } ip saddr != { 10.0.1.0/24 } fib saddr type != local meta mark set meta mark | 0x100000`,
       `ip saddr @${aff(ep1)} goto ${ep1}`,
       `ip saddr @${aff(ep2)} goto ${ep2}`,
-      `numgen random mod 2 vmap { 0 : goto ${ep1}, 1 : goto ${ep2} }`,
+      `numgen random mod 2 == 0 goto ${ep1}`,
+      `goto ${ep2}`,
     ]);
     for (const ep of [ep1, ep2]) {
       expect(rules(ep)[0]).to.equal(`update @${aff(ep)} { ip saddr }`);
@@ -346,6 +347,26 @@ describe("services: packets through the nftables Services table (kube-proxy's pa
       ROWS.find((x) => x.port === 30110),
     ] as Row[])
       expect(outcome(remembered, { ...r, src: OUTSIDE }).output).to.equal(target);
+  });
+
+  it("the picks are fair: each of a port's N endpoints is taken with probability 1/N", () => {
+    for (const n of [1, 2, 3, 7, 64]) {
+      const eps = Array.from({ length: n }, (_, i): Ep => [`10.0.2.${i + 1}`, "node-b"]);
+      const r = render({ fair: { ips: ["172.30.9.1"], ports: http() } }, [slice("fair", eps)]);
+      const [svc] = namesOf(r, "fair");
+      const rules = (r.blocks.values().next().value as Block).chains.get(svc as string) ?? [];
+      let rest = 1;
+      const odds = rules
+        .filter((x) => x.includes("dnat"))
+        .map((x) => {
+          const k = Number(/numgen random mod (\d+) == 0/.exec(x)?.[1] ?? 1);
+          const p = rest / k;
+          rest -= p;
+          return p;
+        });
+      expect(odds, `${n} endpoints`).to.have.length(n);
+      for (const p of odds) expect(p).to.be.closeTo(1 / n, 1e-12);
+    }
   });
 
   it("the tracer refuses a rule it does not understand", () => {
@@ -390,7 +411,9 @@ describe("services: the incremental script (changeScript)", () => {
     expect(script.trim().split("\n")).to.deep.equal([
       `flush chain ${T} ${web}`,
       `add rule ${T} ${web} ip daddr { 172.30.0.10 } ip saddr != { 10.0.1.0/24 } fib saddr type != local meta mark set meta mark | 0x100000`,
-      `add rule ${T} ${web} meta l4proto tcp dnat ip to numgen random mod 3 map { 0 : 10.0.1.5 . 8080, 1 : 10.0.2.5 . 8080, 2 : 10.0.2.6 . 8080 }`,
+      `add rule ${T} ${web} meta l4proto tcp numgen random mod 3 == 0 dnat ip to 10.0.1.5:8080`,
+      `add rule ${T} ${web} meta l4proto tcp numgen random mod 2 == 0 dnat ip to 10.0.2.5:8080`,
+      `add rule ${T} ${web} meta l4proto tcp dnat ip to 10.0.2.6:8080`,
     ]);
     for (const other of Object.keys(SERVICES).filter((n) => n !== "web"))
       for (const name of namesOf(BEFORE, other)) expect(script).to.not.include(name);
