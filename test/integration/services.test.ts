@@ -298,7 +298,7 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     service("named", "10.96.1.15");
     slice("named", [{ ip: b().pod, node: "node-b" }], [{ name: "web", port: TCP_PORT }], "named-1");
     slice("named", [{ ip: a2, node: "node-a" }], [{ name: "web", port: ALT_PORT }], "named-2");
-    await eventually(() => table(a()).includes(`${a2} . ${ALT_PORT}`), "the named port");
+    await eventually(() => table(a()).includes(`${a2}:${ALT_PORT}`), "the named port");
     const seen = new Set<string>();
     for (let i = 0; i < 30 && seen.size < 2; i++)
       seen.add(tcp(a1, "10.96.1.15", 80).split(" ")[0] ?? "");
