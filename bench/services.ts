@@ -264,8 +264,13 @@ async function fullChild(n: number): Promise<void> {
 /** Parts 2 and 4: a ServiceProxy on the kernel datapath, fed by an in-memory watchEach. */
 async function proxyChild(n: number, changes: number, mode: string): Promise<void> {
   const handlers = new Map<string, ResourceEventHandlers>();
-  const watchEach = (resource: string, h: ResourceEventHandlers) => {
-    handlers.set(resource, h);
+  // As the real watch does: each object through the proxy's transform before its handler.
+  const watchEach = (
+    resource: string,
+    h: ResourceEventHandlers,
+    transform: (o: KubeObjectView) => KubeObjectView = (o) => o,
+  ) => {
+    handlers.set(resource, { ...h, upsert: (o) => h.upsert(transform(o)) });
     return { synced: true, lastError: undefined, stop: async () => {} };
   };
   // applyScript timestamped as it resolves: when the rules are in the kernel.

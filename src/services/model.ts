@@ -138,6 +138,63 @@ export function serviceFromApi(o: unknown): ServiceSpec | undefined {
   };
 }
 
+const pick = (o: unknown, keys: readonly string[]): JsonObject => {
+  const out: JsonObject = {};
+  if (!isObject(o)) return out;
+  for (const k of keys) if (o[k] !== undefined) out[k] = o[k];
+  return out;
+};
+
+/**
+ * What of a Service `serviceFromApi` reads, for a watch to keep instead of
+ * the whole object (managedFields, annotations and the rest dropped at once).
+ */
+export function slimService(o: unknown): JsonObject {
+  const obj = isObject(o) ? o : {};
+  const spec = pick(obj.spec, [
+    "type",
+    "clusterIP",
+    "clusterIPs",
+    "externalIPs",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    "internalTrafficPolicy",
+    "externalTrafficPolicy",
+    "healthCheckNodePort",
+  ]);
+  spec.ports = objs(isObject(obj.spec) ? obj.spec.ports : undefined).map((p) =>
+    pick(p, ["name", "protocol", "port", "nodePort"]),
+  );
+  const lb =
+    isObject(obj.status) && isObject(obj.status.loadBalancer) ? obj.status.loadBalancer : {};
+  return {
+    metadata: pick(obj.metadata, ["namespace", "name", "resourceVersion"]),
+    spec,
+    status: { loadBalancer: { ingress: objs(lb.ingress).map((i) => pick(i, ["ip", "ipMode"])) } },
+  };
+}
+
+/** What of an EndpointSlice the proxy reads (endpoints.ts's SliceView and its owner), for a watch to keep. */
+export function slimSlice(o: unknown): JsonObject {
+  const obj = isObject(o) ? o : {};
+  const meta = isObject(obj.metadata) ? obj.metadata : {};
+  const labels = isObject(meta.labels) ? meta.labels : {};
+  const owner = labels["kubernetes.io/service-name"];
+  return {
+    metadata: {
+      ...pick(meta, ["namespace", "name", "resourceVersion"]),
+      ...(typeof owner === "string" ? { labels: { "kubernetes.io/service-name": owner } } : {}),
+    },
+    addressType: obj.addressType,
+    endpoints: objs(obj.endpoints).map((e) => ({
+      // The first address only: the only one the API allows today, and the only one proxied.
+      addresses: Array.isArray(e.addresses) ? e.addresses.slice(0, 1) : [],
+      ...pick(e, ["conditions", "nodeName"]),
+    })),
+    ports: objs(obj.ports).map((p) => pick(p, ["name", "protocol", "port"])),
+  };
+}
+
 /** The Service an EndpointSlice belongs to (its kubernetes.io/service-name label). */
 export function sliceService(o: unknown): { namespace: string; name: string } | undefined {
   if (!isObject(o) || !isObject(o.metadata)) return undefined;

@@ -98,14 +98,6 @@ const PIECES: Array<[RegExp, (m: M, t: NftTable) => Op]> = [
     (m) => (p) => hit(p, isLocal(p, m[1] === "s" ? p.src : p.dst) !== !!m[2]),
   ],
   [
-    /^(ip6?) (saddr|daddr) (!= )?\{ ([^}]*) \}/,
-    (m) => (p) => {
-      if (fam(m[1]) !== p.family) return hit(p, false);
-      const a = m[2] === "saddr" ? p.src : p.dst;
-      return hit(p, m[4].split(", ").some((c) => inCidr(a, c)) !== !!m[3]);
-    },
-  ],
-  [
     /^(?:(ip6?) daddr \. )?meta l4proto \. th dport vmap @(\S+)/,
     (m, t) => (p) => {
       if (m[1] && fam(m[1]) !== p.family) return hit(p, false);

@@ -325,7 +325,7 @@ describe("services: packets through the nftables Services table (kube-proxy's pa
     const rules = (c: string) => table.chains.get(c)?.rules.map((r) => r.text) ?? [];
     const aff = (ep: string) => ep.replace(/^ep-/, "aff-");
     expect(rules(svc)).to.deep.equal([
-      `ip daddr { 172.30.0.110 } ip saddr != { 10.0.1.0/24 } fib saddr type != local meta mark set meta mark | 0x100000`,
+      `ip daddr 172.30.0.110 ip saddr != 10.0.1.0/24 fib saddr type != local meta mark set meta mark | 0x100000`,
       `ip saddr @${aff(ep1)} goto ${ep1}`,
       `ip saddr @${aff(ep2)} goto ${ep2}`,
       `numgen random mod 2 == 0 goto ${ep1}`,
@@ -410,7 +410,7 @@ describe("services: the incremental script (changeScript)", () => {
     const [web] = namesOf(BEFORE, "web");
     expect(script.trim().split("\n")).to.deep.equal([
       `flush chain ${T} ${web}`,
-      `add rule ${T} ${web} ip daddr { 172.30.0.10 } ip saddr != { 10.0.1.0/24 } fib saddr type != local meta mark set meta mark | 0x100000`,
+      `add rule ${T} ${web} ip daddr 172.30.0.10 ip saddr != 10.0.1.0/24 fib saddr type != local meta mark set meta mark | 0x100000`,
       `add rule ${T} ${web} meta l4proto tcp numgen random mod 3 == 0 dnat ip to 10.0.1.5:8080`,
       `add rule ${T} ${web} meta l4proto tcp numgen random mod 2 == 0 dnat ip to 10.0.2.5:8080`,
       `add rule ${T} ${web} meta l4proto tcp dnat ip to 10.0.2.6:8080`,

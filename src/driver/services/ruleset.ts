@@ -151,11 +151,11 @@ export function planBlock(plan: PortPlan, node: NodeView): Block {
   const fromPods = (c: string) => `${ipk} saddr ${c}`;
   // A client neither a pod of this node nor the node itself (a router sending the Service range
   // here): an endpoint elsewhere would answer it directly, so it is masqueraded, as kube-proxy does.
+  // Plain matches, no `{ … }`: an anonymous set per Service costs the kernel what a named one does.
+  const notPods = podCidrs.map((c) => `${ipk} saddr != ${c} `).join("");
   const offCluster =
-    podCidrs.length > 0 && cluster.length > 0
-      ? [
-          `${ipk} daddr { ${plan.clusterIps.join(", ")} } ${ipk} saddr != { ${podCidrs.join(", ")} } fib saddr type != local ${mark}`,
-        ]
+    podCidrs.length > 0
+      ? plan.clusterIps.map((ip) => `${ipk} daddr ${ip} ${notPods}fib saddr type != local ${mark}`)
       : [];
   b.chains.set(svc, [...offCluster, ...chooseRules(plan, plan.internal, b)]);
   for (const f of cluster) addElement(b.elements, f.map, f.key, `goto ${svc}`);
