@@ -646,7 +646,29 @@ describe("midonet/mapping", () => {
       expect(ruleOf(dnat).natTargets?.map((t) => t.addressFrom)).to.deep.equal(["10.1.1.5"]);
     });
 
-    it("no ready endpoint: a drop rule ends the chain", () => {
+    it("no ready endpoint anywhere: the serving ones that are terminating, as kube-proxy falls back", () => {
+      const m = mapService(
+        web,
+        [
+          slice([
+            {
+              addresses: ["10.1.0.5"],
+              conditions: { ready: false, serving: true, terminating: true },
+            },
+            {
+              addresses: ["10.1.1.5"],
+              conditions: { ready: false, serving: false, terminating: true },
+            },
+            { addresses: ["10.1.2.5"], conditions: { ready: false } },
+          ]),
+        ],
+        config,
+      );
+      const dnat = m.resources.find((r) => (r.body as Rule).type === "dnat");
+      expect(ruleOf(dnat).natTargets?.map((t) => t.addressFrom)).to.deep.equal(["10.1.0.5"]);
+    });
+
+    it("no usable endpoint: a drop rule ends the chain", () => {
       const m = mapService(
         web,
         [slice([{ addresses: ["10.1.0.5"], conditions: { ready: false } }])],

@@ -10,8 +10,8 @@
  *          1..n  one SNAT per endpoint address {nwSrc ep/32 → clusterIP:30000-60000, continue}
  *                (hairpin: a pod reaching its own Service must see replies come back
  *                through MidoNet, so its source becomes the cluster IP)
- *          n+1   one DNAT {natTargets: every ready endpoint, accept}
- *          or, with no ready endpoint, a drop: the traffic ends here instead of
+ *          n+1   one DNAT {natTargets: every usable endpoint (ready; else serving and terminating), accept}
+ *          or, with no usable endpoint, a drop: the traffic ends here instead of
  *          leaving for an address nobody holds.
  *
  * Load-balancing. MidoNet's forward NAT picks, for each new flow, one of the
@@ -42,6 +42,7 @@
  * IP of a ClusterIP, NodePort or LoadBalancer Service is), session affinity.
  */
 import { formatIp, type ParsedIp, parseIp } from "../../net/ip.js";
+import { categorizeEndpoints, slicePortEndpoints } from "../../services/endpoints.js";
 import { idForKey, subId } from "../ids.js";
 import type { NatTarget } from "../resources.js";
 import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
@@ -65,51 +66,39 @@ export function servicePortChainId(
   return idForKey(config.tenant, "ServicePort", `${namespace}/${name}/${portName}`, config.version);
 }
 
-/** One ready endpoint of one service port. */
+/** One endpoint of one service port. */
 interface Target {
   ip: string;
   port: number;
   sortKey: string;
 }
 
-/** Ready IPv4 endpoints by "<port name>/<protocol>", each list sorted and without repeats. */
-function readyTargets(slices: readonly EndpointSlice[]): Map<string, Target[]> {
-  const byPort = new Map<string, Map<string, Target>>();
-  for (const slice of slices) {
-    if (slice.addressType !== "IPv4") continue;
-    for (const p of slice.ports ?? []) {
-      if (p.port === undefined || p.port === null) continue;
-      const portKey = `${p.name ?? ""}/${p.protocol ?? "TCP"}`;
-      let targets = byPort.get(portKey);
-      if (!targets) {
-        targets = new Map();
-        byPort.set(portKey, targets);
-      }
-      for (const ep of slice.endpoints ?? []) {
-        // The API: "ready ... nil should be interpreted as true".
-        if (ep.conditions?.ready === false) continue;
-        for (const text of ep.addresses) {
-          const parsed = parseIp(text);
-          if (parsed?.family !== 4) continue;
-          const ip = formatIp(parsed);
-          const id = `${ip}:${p.port}`;
-          if (!targets.has(id)) {
-            targets.set(id, { ip, port: p.port, sortKey: `${ipv4SortKey(parsed)}:${p.port}` });
-          }
-        }
-      }
-    }
+/** Every node alike: the mapping is the cluster's, not one node's. */
+const CLUSTER_POLICY = { internalLocal: false, externalLocal: false, externallyAccessible: false };
+
+/**
+ * The IPv4 endpoints a service port sends to, as kube-proxy picks them
+ * cluster-wide (src/services/endpoints.ts): the ready ones; when none is, the
+ * serving ones that are terminating. Sorted, without repeats.
+ */
+function portTargets(
+  slices: readonly EndpointSlice[],
+  portName: string,
+  protocol: string,
+): Target[] {
+  const eps = slicePortEndpoints(slices, portName, protocol, 4);
+  const targets = new Map<string, Target>();
+  for (const ep of categorizeEndpoints(eps, CLUSTER_POLICY, "").cluster ?? []) {
+    const parsed = parseIp(ep.ip);
+    if (parsed?.family !== 4) continue;
+    const ip = formatIp(parsed);
+    const id = `${ip}:${ep.port}`;
+    if (!targets.has(id))
+      targets.set(id, { ip, port: ep.port, sortKey: `${ipv4SortKey(parsed)}:${ep.port}` });
   }
-  const out = new Map<string, Target[]>();
-  for (const [portKey, targets] of byPort) {
-    out.set(
-      portKey,
-      [...targets.values()].sort((a, b) =>
-        a.sortKey < b.sortKey ? -1 : a.sortKey > b.sortKey ? 1 : 0,
-      ),
-    );
-  }
-  return out;
+  return [...targets.values()].sort((x, y) =>
+    x.sortKey < y.sortKey ? -1 : x.sortKey > y.sortKey ? 1 : 0,
+  );
 }
 
 /**
@@ -147,7 +136,6 @@ export function mapService(
   if (!vip) return b.build("no-ipv4-cluster-ip");
 
   const s: ServiceMapping = { c, b, namespace, name, vip };
-  const targetsByPort = readyTargets(slices);
   let sctpWarned = false;
   for (const p of sortedPorts(spec.ports ?? [])) {
     const protocol = p.protocol ?? "TCP";
@@ -167,7 +155,7 @@ export function mapService(
         "SCTP port: rules made, but MidoNet's NAT translates only TCP, UDP and ICMP",
       );
     }
-    const targets = targetsByPort.get(`${portName}/${protocol}`) ?? [];
+    const targets = portTargets(slices, portName, protocol);
     addServicePort(s, { name: portName, port: p.port, nwProto }, targets);
   }
   return b.build();
@@ -211,7 +199,7 @@ function sortedPorts(ports: readonly ServicePort[]): ServicePort[] {
 
 /**
  * One service port: its chain, the jump to it from KUBE-SERVICES, and inside
- * it the hairpin SNATs and the DNAT to the ready endpoints (or a drop when
+ * it the hairpin SNATs and the DNAT to the usable endpoints (or a drop when
  * there is none).
  */
 function addServicePort(
@@ -300,7 +288,7 @@ function addHairpinSnats(
   }
 }
 
-/** One DNAT with a target per ready endpoint, which MidoNet picks among at random per connection. */
+/** One DNAT with a target per usable endpoint, which MidoNet picks among at random per connection. */
 function addDnat(b: MappingBuilder, chain: string, targets: readonly Target[]): void {
   const natTargets: NatTarget[] = targets.map((t) => ({
     addressFrom: t.ip,
