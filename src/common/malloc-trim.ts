@@ -1,9 +1,12 @@
 /**
  * Memory glibc keeps after it was freed, handed back to the kernel
- * (native/memory: malloc_trim). Called when the process has gone quiet: after
- * the idle collection, and once the netlink worker's isolate is freed. Without
- * the addon it does nothing.
+ * (native/memory: malloc_trim), and V8's full collection before it. Called
+ * when the process has gone quiet (the idle collection), once the netlink
+ * worker's isolate is freed, and after a whole Services table was written.
+ * Without the addon the trim does nothing.
  */
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { loadNativeAddon } from "./native-addon.js";
 
 interface MemoryAddon {
@@ -22,4 +25,24 @@ export function trimMallocArenas(): boolean {
     addon = "addon" in got ? got.addon : null;
   }
   return addon?.trim() ?? false;
+}
+
+/** V8's full collection, then the pages glibc keeps free handed back (above). */
+export function releaseIdleMemory(): () => void {
+  const gc = exposedGc();
+  return () => {
+    gc();
+    trimMallocArenas();
+  };
+}
+
+/**
+ * V8's gc(): the global that `--expose-gc` (the driver's shebang) makes, or, where
+ * the flag is missing (a test's own process), one reached through a new context.
+ */
+export function exposedGc(): () => void {
+  const existing = (globalThis as { gc?: () => void }).gc;
+  if (typeof existing === "function") return existing;
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
 }

@@ -1,5 +1,6 @@
 import { expect } from "chai";
-import { exposedGc, idleCollector } from "../../src/driver/rpc/idle-gc.js";
+import { exposedGc } from "../../src/common/malloc-trim.js";
+import { idleCollector } from "../../src/driver/rpc/idle-gc.js";
 import { until } from "../support/until.js";
 
 describe("driver/idle-gc", () => {

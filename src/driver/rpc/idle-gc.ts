@@ -8,9 +8,7 @@
  * after the last call gives those pages back; on a busy driver it never runs,
  * since every call puts it off again.
  */
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
-import { trimMallocArenas } from "../../common/malloc-trim.js";
+import { releaseIdleMemory } from "../../common/malloc-trim.js";
 
 export interface IdleCollector {
   /** A call ended: collect once `quietMs` pass without another. */
@@ -37,24 +35,4 @@ export function idleCollector(quietMs: number, gc = releaseIdleMemory()): IdleCo
       timer = undefined;
     },
   };
-}
-
-/** V8's full collection, then the pages glibc keeps free handed back (common/malloc-trim.ts). */
-export function releaseIdleMemory(): () => void {
-  const gc = exposedGc();
-  return () => {
-    gc();
-    trimMallocArenas();
-  };
-}
-
-/**
- * V8's gc(): the global that `--expose-gc` (the driver's shebang) makes, or, where
- * the flag is missing (a test's own process), one reached through a new context.
- */
-export function exposedGc(): () => void {
-  const existing = (globalThis as { gc?: () => void }).gc;
-  if (typeof existing === "function") return existing;
-  setFlagsFromString("--expose-gc");
-  return runInNewContext("gc") as () => void;
 }

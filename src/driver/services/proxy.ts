@@ -17,6 +17,7 @@
  *   nothing followed, the table removed, no health check port open.
  */
 import type pino from "pino";
+import { releaseIdleMemory } from "../../common/malloc-trim.js";
 import { SerialLoop } from "../../common/serial-loop.js";
 import { deleteFlows, type Flow, listFlows } from "../../plumbing/conntrack.js";
 import { applyNftScript, deleteNftTable } from "../../plumbing/nftables.js";
@@ -34,7 +35,6 @@ import {
 import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
-import { releaseIdleMemory } from "../rpc/idle-gc.js";
 import { FrontendClaims } from "./frontend-claims.js";
 import { HealthCheckPorts } from "./health-check.js";
 import {
