@@ -142,6 +142,11 @@ export class Metrics
     help: "nftables commands NetworkPolicy syncs wrote (sets, chains, rules, verdicts each count).",
     registers: [this.own],
   });
+  private readonly policyCuts = new Counter({
+    name: "cni_driver_network_policy_connections_cut_total",
+    help: "Tracked connections removed because the policies in force no longer allow them.",
+    registers: [this.own],
+  });
   private readonly serviceSyncs = outcomeCounter<"ok" | "failed">(
     this.own,
     "cni_driver_service_syncs_total",
@@ -157,11 +162,6 @@ export class Metrics
   private readonly servicesProgrammed = new Gauge({
     name: "cni_driver_services",
     help: 'Services whose rules the driver keeps ("services": "driver").',
-    registers: [this.own],
-  });
-  private readonly policyCuts = new Counter({
-    name: "cni_driver_network_policy_connections_cut_total",
-    help: "Tracked connections removed because the policies in force no longer allow them.",
     registers: [this.own],
   });
   private readonly nodeAnnotationWrites = outcomeCounter<AnnotationWriteOutcome>(

@@ -72,6 +72,9 @@ describe("driver/metrics", () => {
       "cni_driver_network_policy_syncs_total counter",
       "cni_driver_network_policy_changes_total counter",
       "cni_driver_network_policy_connections_cut_total counter",
+      "cni_driver_service_syncs_total counter",
+      "cni_driver_service_sync_duration_seconds histogram",
+      "cni_driver_services gauge",
       "cni_driver_node_annotation_writes_total counter",
       "cni_driver_pod_annotation_patches_total counter",
       "cni_driver_pod_events_total counter",
@@ -154,6 +157,22 @@ describe("driver/metrics", () => {
     );
     expect(value(samples, "cni_driver_network_policy_changes_total")).to.equal(10);
     expect(value(samples, "cni_driver_network_policy_connections_cut_total")).to.equal(2);
+  });
+
+  it("counts Service syncs by outcome, times them and keeps the number of Services", async () => {
+    const m = new Metrics();
+    m.servicesSynced("ok", 10_000, 3_600);
+    m.servicesSynced("failed", 10_000, 12);
+    m.servicesSynced("ok", 9_999, 40);
+    const samples = parseExposition(await m.render());
+    expect(value(samples, "cni_driver_service_syncs_total", { outcome: "ok" })).to.equal(2);
+    expect(value(samples, "cni_driver_service_syncs_total", { outcome: "failed" })).to.equal(1);
+    expect(value(samples, "cni_driver_services")).to.equal(9_999);
+    expect(value(samples, "cni_driver_service_sync_duration_seconds_count")).to.equal(3);
+    expect(value(samples, "cni_driver_service_sync_duration_seconds_sum")).to.be.closeTo(
+      3.652,
+      1e-9,
+    );
   });
 
   it("counts Node annotation writes, pod annotation patches and pod Events by outcome", async () => {
