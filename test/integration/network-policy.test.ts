@@ -110,6 +110,8 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
   let ul: ClusterUnderlay | undefined;
   let server: FakeKubeApiServer | undefined;
   const members: ClusterMember[] = [];
+  /** Each node's ConfigMap files as written at the start. */
+  const configs = new Map<ClusterMember, Record<string, string>>();
   const nodeV6 = new Map<ClusterMember, string>();
   const agents = new Map<PodString, PodAgent>();
   const nodeAgents: PodAgent[] = [];
@@ -289,7 +291,7 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
       const conflist = m.h.conflist() as { plugins: Array<{ ipam?: Record<string, unknown> }> };
       const ipam = conflist.plugins[0]?.ipam as Record<string, unknown>;
       ipam.ranges = [[{ subnet: "usePodCidr" }], [{ subnet: "usePodCidrIPv6" }]];
-      await m.h.writeConfig({
+      configs.set(m, {
         "pod-network.conflist": JSON.stringify(conflist),
         "driver.json": JSON.stringify({
           // Both nodes share the underlay's subnets, IPv4 and IPv6: routes for both families.
@@ -300,6 +302,7 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
           networkPolicyUnknownPods: "deny",
         }),
       });
+      await m.h.writeConfig(configs.get(m) as Record<string, string>);
       server.put("nodes", {
         metadata: { name: m.node.name },
         spec: { podCIDR: m.h.subnet, podCIDRs: [m.h.subnet, v6Cidr(m)] },
@@ -941,73 +944,100 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
     }
   });
 
-  it("egress to a Service's ClusterIP through kube-proxy's DNAT is judged by the endpoint it reaches", async () => {
-    const client = member(YA).node.netns;
-    const clusterIp = "10.96.100.10";
-    const endpoint = addr(XB).v4;
-    api().put("services", {
-      metadata: { name: "s-x-b", namespace: "x" },
-      spec: {
-        type: "ClusterIP",
-        clusterIP: clusterIp,
-        clusterIPs: [clusterIp],
-        selector: { pod: "b" },
-        ports: [{ name: "service-port-tcp-80", protocol: "TCP", port: 80, targetPort: 80 }],
-      },
-    });
-    api().put("endpointslices", {
-      metadata: {
-        name: "s-x-b-1",
-        namespace: "x",
-        labels: { "kubernetes.io/service-name": "s-x-b" },
-      },
-      addressType: "IPv4",
-      endpoints: [
-        {
-          addresses: [endpoint],
-          conditions: { ready: true, serving: true, terminating: false },
-          nodeName: member(XB).node.name,
-          targetRef: { kind: "Pod", namespace: "x", name: "b" },
+  for (const dnat of [
+    "kube-proxy's DNAT rules",
+    `the driver's own DNAT ("services": "driver")`,
+  ] as const)
+    it(`egress to a Service's ClusterIP through ${dnat} is judged by the endpoint it reaches`, async () => {
+      const byDriver = dnat.includes("driver");
+      const client = member(YA).node.netns;
+      const clusterIp = "10.96.100.10";
+      const endpoint = addr(XB).v4;
+      api().put("services", {
+        metadata: { name: "s-x-b", namespace: "x" },
+        spec: {
+          type: "ClusterIP",
+          clusterIP: clusterIp,
+          clusterIPs: [clusterIp],
+          selector: { pod: "b" },
+          ports: [{ name: "service-port-tcp-80", protocol: "TCP", port: 80, targetPort: 80 }],
         },
-      ],
-      ports: [{ name: "service-port-tcp-80", protocol: "TCP", port: 80 }],
-    });
-    // kube-proxy's rules on the client's node (where its traffic is DNATed).
-    const nft = spawnSync("ip", ["netns", "exec", client, "nft", "-f", "-"], {
-      input: kubeProxyNftables([{ name: "x-b", clusterIp, port: 80, endpoint, targetPort: 80 }]),
-      encoding: "utf8",
-    });
-    expect(nft.status, nft.stderr).to.equal(0);
-    const viaService = () => agent(YA).probe({ host: clusterIp, port: 80, protocol: "TCP" });
-    try {
-      expect(await viaService(), "no policy").to.deep.include({ ok: true, reply: XB });
-      const egressTo = (pod: string) =>
-        networkPolicy("y", "y-a-egress", {
-          podSelector: { matchLabels: { pod: "a" } },
-          policyTypes: ["Egress"],
-          egress: [
-            {
-              to: [
-                {
-                  namespaceSelector: { matchLabels: { ns: "x" } },
-                  podSelector: { matchLabels: { pod } },
-                },
-              ],
-              ports: [{ protocol: "TCP", port: 80 }],
-            },
-          ],
+      });
+      api().put("endpointslices", {
+        metadata: {
+          name: "s-x-b-1",
+          namespace: "x",
+          labels: { "kubernetes.io/service-name": "s-x-b" },
+        },
+        addressType: "IPv4",
+        endpoints: [
+          {
+            addresses: [endpoint],
+            conditions: { ready: true, serving: true, terminating: false },
+            nodeName: member(XB).node.name,
+            targetRef: { kind: "Pod", namespace: "x", name: "b" },
+          },
+        ],
+        ports: [{ name: "service-port-tcp-80", protocol: "TCP", port: 80 }],
+      });
+      if (byDriver) {
+        for (const [m, files] of configs) {
+          const settings = JSON.parse(files["driver.json"] as string);
+          await m.h.writeConfig({
+            ...files,
+            "driver.json": JSON.stringify({ ...settings, services: "driver" }),
+          });
+        }
+        await until(
+          () =>
+            inNs(client, ["nft", "list", "ruleset"]).stdout.includes(`dnat ip to ${endpoint}:80`),
+          "the driver's Service rules on the client's node",
+          patient(30_000),
+        );
+      } else {
+        // kube-proxy's rules on the client's node (where its traffic is DNATed).
+        const nft = spawnSync("ip", ["netns", "exec", client, "nft", "-f", "-"], {
+          input: kubeProxyNftables([
+            { name: "x-b", clusterIp, port: 80, endpoint, targetPort: 80 },
+          ]),
+          encoding: "utf8",
         });
-      putPolicy(egressTo("b"));
-      await validate(new Reachability().expectAllEgress(YA, false).expect(YA, XB, true));
-      expect(await viaService(), "egress allowed to x/b").to.deep.include({ ok: true, reply: XB });
-      putPolicy(egressTo("c"));
-      await validate(new Reachability().expectAllEgress(YA, false).expect(YA, XC, true));
-      for (let i = 0; i < 3; i++)
-        expect((await viaService()).ok, "egress allowed only to x/c").to.equal(false);
-    } finally {
-      inNs(client, ["nft", "delete", "table", "ip", "kube-proxy"]);
-      api().remove("endpointslices", "x", "s-x-b-1");
-      api().remove("services", "x", "s-x-b");
-    }
-  });
+        expect(nft.status, nft.stderr).to.equal(0);
+      }
+      const viaService = () => agent(YA).probe({ host: clusterIp, port: 80, protocol: "TCP" });
+      try {
+        expect(await viaService(), "no policy").to.deep.include({ ok: true, reply: XB });
+        const egressTo = (pod: string) =>
+          networkPolicy("y", "y-a-egress", {
+            podSelector: { matchLabels: { pod: "a" } },
+            policyTypes: ["Egress"],
+            egress: [
+              {
+                to: [
+                  {
+                    namespaceSelector: { matchLabels: { ns: "x" } },
+                    podSelector: { matchLabels: { pod } },
+                  },
+                ],
+                ports: [{ protocol: "TCP", port: 80 }],
+              },
+            ],
+          });
+        putPolicy(egressTo("b"));
+        await validate(new Reachability().expectAllEgress(YA, false).expect(YA, XB, true));
+        expect(await viaService(), "egress allowed to x/b").to.deep.include({
+          ok: true,
+          reply: XB,
+        });
+        putPolicy(egressTo("c"));
+        await validate(new Reachability().expectAllEgress(YA, false).expect(YA, XC, true));
+        for (let i = 0; i < 3; i++)
+          expect((await viaService()).ok, "egress allowed only to x/c").to.equal(false);
+      } finally {
+        if (byDriver) for (const [m, files] of configs) await m.h.writeConfig(files);
+        else inNs(client, ["nft", "delete", "table", "ip", "kube-proxy"]);
+        api().remove("endpointslices", "x", "s-x-b-1");
+        api().remove("services", "x", "s-x-b");
+      }
+    });
 });
