@@ -125,7 +125,11 @@ describe("node connectivity: the plan and driver.json", () => {
     [
       "the default network first",
       {
-        "a.conflist": conflist("a", MIDO, { type: "host-local", subnet: "10.1.0.0/16" }),
+        "a.conflist": conflist("a", MIDO, {
+          type: "host-local",
+          subnet: "10.1.0.0/16",
+          rangeStart: "10.1.0.3",
+        }),
         "b.conflist": conflist("b", MIDO),
         "driver.json": JSON.stringify({ defaultNetwork: "b" }),
       },
@@ -133,7 +137,13 @@ describe("node connectivity: the plan and driver.json", () => {
     ],
     [
       "a /16 pod CIDR",
-      { "a.conflist": conflist("a", MIDO, { type: "host-local", subnet: "10.7.0.0/16" }) },
+      {
+        "a.conflist": conflist("a", MIDO, {
+          type: "host-local",
+          subnet: "10.7.0.0/16",
+          rangeStart: "10.7.0.3",
+        }),
+      },
       { addressCidr: "10.7.0.2/16", gateway: "10.7.0.1" },
     ],
   ];
@@ -144,6 +154,46 @@ describe("node connectivity: the plan and driver.json", () => {
       else expect(plan).to.deep.include(want);
     });
   }
+
+  it("a usePodCidr range starts after the node link's address (network + 2) unless it says where", () => {
+    const cfg = load({ "a.conflist": conflist("a", MIDO) });
+    const ipam = cfg.networks.get("a")?.plugins[0]?.raw.ipam as Record<string, unknown>;
+    expect(ipam).to.include({ subnet: "10.244.3.0/24", rangeStart: "10.244.3.3" });
+    const own = load({
+      "a.conflist": conflist("a", MIDO, {
+        type: "host-local",
+        ranges: [[{ subnet: "usePodCidr", rangeStart: "10.244.3.100" }]],
+      }),
+    });
+    const ownIpam = own.networks.get("a")?.plugins[0]?.raw.ipam as Record<string, unknown>;
+    expect((ownIpam.ranges as Array<Array<Record<string, unknown>>>)[0]?.[0]).to.include({
+      rangeStart: "10.244.3.100",
+    });
+    // The kernel datapath has no node link: its ranges are left as written.
+    const kernel = load({ "a.conflist": conflist("a", { datapath: "kernel" }) });
+    const kIpam = kernel.networks.get("a")?.plugins[0]?.raw.ipam as Record<string, unknown>;
+    expect(kIpam).to.not.have.property("rangeStart");
+  });
+
+  for (const [what, ipam] of [
+    ["a subnet of its own", { type: "host-local", subnet: "10.7.0.0/16" }],
+    [
+      "a range starting at the node link's address",
+      { type: "host-local", ranges: [[{ subnet: "usePodCidr", rangeStart: "10.244.3.2" }]] },
+    ],
+  ] as const)
+    it(`refuses (code 7) ${what}: it would hand the node link's address to a pod`, () => {
+      let err: unknown;
+      try {
+        load({ "a.conflist": conflist("a", MIDO, ipam) });
+      } catch (e) {
+        err = e;
+      }
+      expect((err as { code?: number }).code).to.equal(7);
+      expect((err as Error).message).to.match(
+        /would hand out 10\.(7\.0|244\.3)\.2, the node link's address on the midonet datapath \(network \+ 2\): start it after that \("rangeStart": "10\.(7\.0|244\.3)\.3"\)/,
+      );
+    });
 
   it("a midonet network without a host-local IPv4 subnet has no plan to give, and says why", () => {
     const cfg = load({
@@ -925,10 +975,12 @@ describe("cni-driver serve with the midonet datapath: node connectivity (integra
     expect(annotated).to.equal(mac);
   });
 
-  it("a pod ADD works in the midonet datapath: the host veth up and on no bridge", async () => {
+  it("a pod ADD works in the midonet datapath: the host veth up and on no bridge, the first address after the node link's", async () => {
     createNetns(h.netnsName(1));
     const add = await h.client.setUpPod(h.podRequest(1));
     expectNoCniError(add);
+    // network + 2 is the node link's (midokube-node): the first pod gets network + 3.
+    expect(add.result?.ips[0]?.address).to.equal("10.244.80.3/24");
     const host = hostLink(h.hostVeth(1));
     expect(host, h.hostVeth(1)).to.not.equal(undefined);
     expect(host?.flags).to.include("UP");

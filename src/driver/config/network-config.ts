@@ -19,8 +19,17 @@ import {
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { utf8Bytes, utf8Text } from "../../cni/go-json.js";
 import { isObject, type JsonObject } from "../../common/json.js";
-import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../net/ip.js";
+import { NODE_OFFSET } from "../../midonet/node-contract.js";
+import {
+  bigIntToIp,
+  cidrHasHostBits,
+  cidrNetwork,
+  formatCidr,
+  ipToBigInt,
+  parseCidr,
+} from "../../net/ip.js";
 import { RangeConfigError, type RangeSet, rangeSetsOf } from "../builtin/host-local/ranges.js";
+import { MIDONET_PLUGIN_TYPE } from "../builtin/midonet/config.js";
 import {
   ClusterNetworkSettingsError,
   readClusterNetworkSettings,
@@ -335,7 +344,27 @@ function checkPlugin(
   if (isObject(ipam) && ipam.type === "host-local") {
     validateHostLocal(ipam, plugin.capabilities.ipRanges === true);
     checkPodRanges(ipam, nodeAddresses);
+    if (plugin.type === MIDONET_PLUGIN_TYPE && plugin.raw.datapath === "midonet")
+      checkNodeLinkAddress(ipam);
   }
+}
+
+/**
+ * The `midonet` datapath's node link holds each IPv4 pod range's network + 2
+ * (node-contract.ts): a range that would hand it to a pod is refused, naming
+ * where to start instead (a usePodCidr range without rangeStart starts there
+ * by itself: pod-cidr.ts).
+ */
+function checkNodeLinkAddress(ipam: JsonObject): void {
+  for (const set of rangeSetsOf(ipam, { strict: true }))
+    for (const r of set) {
+      if (r.family !== 4) continue;
+      const nodeIp = ipToBigInt(cidrNetwork(r.subnet).bytes) + BigInt(NODE_OFFSET);
+      if (nodeIp < r.start || nodeIp > r.end || nodeIp === r.gateway) continue;
+      throw invalid(
+        `ipam: range ${formatCidr(cidrNetwork(r.subnet))} would hand out ${bigIntToIp(nodeIp, 4)}, the node link's address on the midonet datapath (network + 2): start it after that ("rangeStart": "${bigIntToIp(nodeIp + 1n, 4)}")`,
+      );
+    }
 }
 
 /** Every subnet of a host-local `ipam` (already valid) keeps off the node: see pod-range-guard.ts. */

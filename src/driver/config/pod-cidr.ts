@@ -7,7 +7,8 @@
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { goField } from "../../cni/go-json.js";
 import { isObject, type JsonObject } from "../../common/json.js";
-import { ipFamily } from "../../net/ip.js";
+import { NODE_OFFSET } from "../../midonet/node-contract.js";
+import { bigIntToIp, cidrNetwork, ipFamily, ipToBigInt, parseCidr } from "../../net/ip.js";
 
 export const POD_CIDR_V4 = "usePodCidr";
 export const POD_CIDR_V6 = "usePodCidrIPv6";
@@ -24,10 +25,29 @@ function where(pluginIndex: number, plugin: JsonObject, field: string): string {
 }
 
 /**
- * Replaces the template in one `subnet` holder (the legacy top-level ipam, or
- * one range), in place on the copy.
+ * The first address a `midonet`-datapath network may hand out of the node's
+ * pod CIDR: the one after the node link's (network + 2, node-contract.ts),
+ * which host-local's default start (network + 1, the gateway skipped) would
+ * give the first pod.
  */
-function fill(holder: JsonObject, podCidrs: PodCidrs, at: () => string): void {
+function afterNodeLink(cidr: string): string | undefined {
+  const c = parseCidr(cidr);
+  if (c?.family !== 4) return undefined;
+  const net = cidrNetwork(c);
+  return bigIntToIp(ipToBigInt(net.bytes) + BigInt(NODE_OFFSET + 1), 4);
+}
+
+/**
+ * Replaces the template in one `subnet` holder (the legacy top-level ipam, or
+ * one range), in place on the copy. `skipNodeLink`: an IPv4 pod CIDR filled
+ * in starts after the node link's address, unless the holder says where to start.
+ */
+function fill(
+  holder: JsonObject,
+  podCidrs: PodCidrs,
+  at: () => string,
+  skipNodeLink = false,
+): void {
   const subnet = holder.subnet;
   if (subnet === POD_CIDR_V4 || subnet === POD_CIDR_V6) {
     const v6 = subnet === POD_CIDR_V6;
@@ -48,6 +68,8 @@ function fill(holder: JsonObject, podCidrs: PodCidrs, at: () => string): void {
       );
     }
     holder.subnet = cidr;
+    const start = skipNodeLink && !v6 ? afterNodeLink(cidr) : undefined;
+    if (start && goField(holder, "rangeStart") === undefined) holder.rangeStart = start;
   }
 }
 
@@ -78,13 +100,15 @@ export function expandPodCidr(
     // so tests and demos run under a temporary root and the cache records where leases live.
     // host-local reads the key in any case ("datadir"): one written so is the network's own.
     if (hostLocalDataDir && goField(ipam, "dataDir") === undefined) ipam.dataDir = hostLocalDataDir;
-    fill(ipam, podCidrs, () => where(i, plugin, "subnet"));
+    // The midonet plugin's `midonet` datapath puts the node link on the pod CIDR's network + 2.
+    const skipNodeLink = plugin.type === "midonet" && plugin.datapath === "midonet";
+    fill(ipam, podCidrs, () => where(i, plugin, "subnet"), skipNodeLink);
     if (!Array.isArray(ipam.ranges)) return;
     ipam.ranges.forEach((set: unknown, s: number) => {
       if (!Array.isArray(set)) return;
       set.forEach((range: unknown, r: number) => {
         if (isObject(range))
-          fill(range, podCidrs, () => where(i, plugin, `ranges[${s}][${r}].subnet`));
+          fill(range, podCidrs, () => where(i, plugin, `ranges[${s}][${r}].subnet`), skipNodeLink);
       });
     });
   });
