@@ -98,6 +98,18 @@ export interface MidonetApiErrorInit {
 }
 
 /**
+ * A validation failure's message is only "Validation error(s) found": the
+ * reasons are its `violations` (property and message each), added here.
+ */
+function withViolations(message: string, violations: unknown): string {
+  if (!Array.isArray(violations) || violations.length === 0) return message;
+  const each = violations.map((v: { property?: unknown; message?: unknown }) =>
+    `${typeof v?.property === "string" ? v.property : "?"} ${typeof v?.message === "string" ? v.message : ""}`.trim(),
+  );
+  return `${message}: ${each.join("; ")}`;
+}
+
+/**
  * A failed MidoNet call. The message names the call, the object and what went
  * wrong, e.g. `MidoNet POST /chains/…/rules (Rule 6a1f…): 404 chain … not found`.
  */
@@ -507,7 +519,7 @@ export class MidonetTransport {
       code: isErrorBody && typeof error.code === "number" ? error.code : undefined,
       serverMessage:
         isErrorBody && typeof error.message === "string"
-          ? error.message
+          ? withViolations(error.message, error.violations)
           : typeof answer.body === "string"
             ? answer.body
             : undefined,

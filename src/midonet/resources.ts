@@ -95,6 +95,8 @@ export interface Token {
 export interface ErrorBody {
   code: number;
   message: string;
+  /** A validation failure's reasons (its message says only "Validation error(s) found"). */
+  violations?: Array<{ property: string; message: string }>;
 }
 
 export type TunnelZoneType = "gre" | "vxlan" | "vtep";

@@ -288,6 +288,27 @@ describe("MidoNet API client", () => {
     expect(sim.calls.map((x) => [x.method, x.status])).to.deep.equal([["POST", 400]]);
   });
 
+  it("a validation failure: MidoNet's reason is in its violations, and the error names them", async () => {
+    const c = client();
+    const chain = id(40);
+    await c.chains.create({ id: chain, name: "v" });
+    sim.clearCalls();
+    const rule = {
+      id: SNAT_RULE,
+      type: "accept" as const,
+      nwDstAddress: "10.0.0.0",
+      nwDstLength: 33,
+    };
+    // MidoNet's answer (ResponseUtils) says only "Validation error(s) found"; the reason is in
+    // its violations, which the client adds to the message it reports.
+    const err = await rejection(c.rules.create(chain, rule));
+    expect(err).to.include({ status: 400, code: 400, attempts: 1 });
+    expect(err.serverMessage).to.equal(
+      "Validation error(s) found: nwDstLength must be less than or equal to 32",
+    );
+    expect(err.message).to.include("nwDstLength must be less than or equal to 32");
+  });
+
   it("does not retry a 404 for a missing referent; the error carries status and code", async () => {
     const c = client();
     await c.login();

@@ -303,7 +303,14 @@ export class MidonetSimulator {
     } catch (err) {
       const status = err instanceof ApiError ? err.status : 500;
       const message = messageOf(err);
-      this.finish(res, record, status, { code: status, message }, MT.error);
+      const violations = err instanceof ApiError ? err.violations : undefined;
+      this.finish(
+        res,
+        record,
+        status,
+        { code: status, message, ...(violations ? { violations } : {}) },
+        MT.error,
+      );
     }
   }
 

@@ -6,10 +6,21 @@ export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** A bean-validation failure's violations, which MidoNet lists beside its message. */
+    readonly violations?: ReadonlyArray<{ property: string; message: string }>,
   ) {
     super(message);
   }
 }
+
+/**
+ * A field MidoNet's DTO validation refuses: its answer is not the reason but
+ * `{code: 400, message: "Validation error(s) found", violations: [{property,
+ * message}]}` (midonet-cluster's rest_api ResponseUtils), the message of each
+ * in Hibernate Validator's words.
+ */
+export const violation = (property: string, message: string) =>
+  new ApiError(400, "Validation error(s) found", [{ property, message }]);
 
 export const badRequest = (m: string) => new ApiError(400, m);
 export const notFound = (m: string) => new ApiError(404, m);

@@ -4,7 +4,7 @@
  * condition fields are the ones the controller matches on; any other field is
  * refused as unknown, so a rule using one needs the simulator taught first.
  */
-import { Body, badRequest, notFound } from "./body.js";
+import { Body, badRequest, notFound, violation } from "./body.js";
 import { MT } from "./media-types.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
 import { type ChainRec, type RuleRec, renderChain, type SimulatorState } from "./state.js";
@@ -29,8 +29,22 @@ const CONDITION_FIELDS = [
   "nwSrcLength",
   "nwDstAddress",
   "nwDstLength",
+  "tpSrc",
   "tpDst",
 ];
+
+/**
+ * A field Condition.java bounds with @Min/@Max: out of bounds, MidoNet's bean
+ * validation answers with a violation, in Hibernate Validator's words.
+ */
+function validated(body: Body, key: string, min: number, max: number): number | null {
+  if (!body.has(key)) return null;
+  const v = body.raw(key);
+  if (typeof v !== "number" || !Number.isInteger(v)) return body.int(key, min, max);
+  if (v < min) throw violation(key, `must be greater than or equal to ${min}`);
+  if (v > max) throw violation(key, `must be less than or equal to ${max}`);
+  return v;
+}
 
 function ruleTypeOf(raw: unknown): string {
   const type = (raw as { type?: unknown } | null)?.type;
@@ -45,18 +59,19 @@ function parseConditions(body: Body): Record<string, unknown> {
   const put = (key: string, v: unknown) => {
     if (v !== null) fields[key] = v;
   };
-  put("dlType", body.int("dlType", 0x0600, 0xffff));
+  put("dlType", validated(body, "dlType", 0x0600, 0xffff));
   put("nwProto", body.int("nwProto", 0, 255));
   put("nwSrcAddress", body.ipv4("nwSrcAddress"));
-  put("nwSrcLength", body.int("nwSrcLength", 0, 32));
+  put("nwSrcLength", validated(body, "nwSrcLength", 0, 32));
   put("nwDstAddress", body.ipv4("nwDstAddress"));
-  put("nwDstLength", body.int("nwDstLength", 0, 32));
-  if (body.has("tpDst")) {
-    const range = Body.parse("Rule.tpDst", body.raw("tpDst"), ["start", "end"]);
+  put("nwDstLength", validated(body, "nwDstLength", 0, 32));
+  for (const key of ["tpSrc", "tpDst"] as const) {
+    if (!body.has(key)) continue;
+    const range = Body.parse(`Rule.${key}`, body.raw(key), ["start", "end"]);
     const start = range.int("start", 0, 65535, true) as number;
     const end = range.int("end", 0, 65535, true) as number;
-    if (start > end) throw badRequest(`Rule.tpDst: start ${start} is after end ${end}`);
-    fields.tpDst = { start, end };
+    if (start > end) throw badRequest(`Rule.${key}: start ${start} is after end ${end}`);
+    fields[key] = { start, end };
   }
   return fields;
 }
@@ -70,10 +85,11 @@ function parseJump(s: SimulatorState, body: Body): string {
   return jumpChainId;
 }
 
-function parseNatTargets(type: string, body: Body): unknown[] {
+function parseNatTargets(body: Body): unknown[] {
   const targets = body.raw("natTargets");
   if (!Array.isArray(targets) || targets.length === 0) {
-    throw badRequest(`Rule.natTargets: a ${type} rule needs at least one target`);
+    // ForwardNatRule.java: @NotNull @Size(min = 1) natTargets, checked by bean validation.
+    throw violation("natTargets", "size must be between 1 and 2147483647");
   }
   return targets.map((t) => {
     const target = Body.parse("Rule.natTargets", t, [
@@ -105,7 +121,7 @@ function parseRule(s: SimulatorState, raw: unknown, chain: ChainRec) {
     if (flowAction === null) throw badRequest(`Rule.flowAction: a ${type} rule needs one`);
     fields.flowAction = flowAction;
   }
-  if (FORWARD_NAT_RULE_TYPES.includes(type)) fields.natTargets = parseNatTargets(type, body);
+  if (FORWARD_NAT_RULE_TYPES.includes(type)) fields.natTargets = parseNatTargets(body);
   const position = body.int("position", 1, 2 ** 31 - 1) ?? 1;
   if (position > chain.ruleIds.length + 1) {
     throw badRequest(
