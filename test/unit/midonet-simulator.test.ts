@@ -704,7 +704,21 @@ describe("MidoNet API simulator", () => {
         hostId: null,
         interfaceName: null,
       });
-      expectError(await del(`/hosts/${HOST1}/ports/${p}`), 404);
+      // HostInterfacePortResource.scala's delete: the port unbound or not, 204 all the same.
+      expect((await del(`/hosts/${HOST1}/ports/${p}`)).status).to.equal(204);
+    });
+
+    it("deleting a binding through another host's path unbinds the port wherever it is bound; only a missing port is a 404", async () => {
+      await join(await tunnelZone(), HOST1);
+      const p = await bridgePort(await bridge());
+      await bind(HOST1, p, "if1");
+      expect((await del(`/hosts/${HOST2}/ports/${p}`)).status).to.equal(204);
+      expect(await getJson<Record<string, unknown>>(`/ports/${p}`)).to.include({
+        hostId: null,
+        interfaceName: null,
+      });
+      expect(await getJson<unknown[]>(`/hosts/${HOST1}/ports`)).to.be.empty;
+      expectError(await del(`/hosts/${HOST1}/ports/33333333-3333-4333-8333-333333333333`), 404);
     });
   });
 

@@ -78,14 +78,17 @@ function getBinding(s: SimulatorState, { params }: Ctx): Reply {
   return ok(s.withUri({ ...b }, bindingPath(b)));
 }
 
+/**
+ * As HostInterfacePortResource.scala's delete does it: the port (404 when
+ * there is none) loses its binding wherever it is bound, or has none to lose;
+ * the host in the path is not looked at. 204 either way.
+ */
 function unbindPort(s: SimulatorState, { params }: Ctx): Reply {
-  const b = bindingOr404(s, params);
-  s.bindings.delete(b.portId);
-  const port = s.ports.get(b.portId);
-  if (port) {
-    port.hostId = null;
-    port.interfaceName = null;
-  }
+  const portId = SimulatorState.pathId(params.portId, "HostInterfacePort");
+  const port = s.getOr404(s.ports, portId, "Port");
+  s.bindings.delete(portId);
+  port.hostId = null;
+  port.interfaceName = null;
   return noContent;
 }
 
