@@ -54,6 +54,8 @@ export interface PodSubnet {
   gateway: string;
   /** network + 2: the node's own address on the pod network. */
   nodeIp: string;
+  /** network + 3: the first address a pod may get (none gets the gateway's or the node's). */
+  firstPodIp: string;
 }
 
 export type PodSubnetResult =
@@ -85,5 +87,6 @@ export function podSubnetOf(cidr: ParsedCidr): PodSubnet {
     prefix: net.prefix,
     gateway: at(GATEWAY_OFFSET),
     nodeIp: at(NODE_OFFSET),
+    firstPodIp: at(NODE_OFFSET + 1),
   };
 }

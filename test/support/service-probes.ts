@@ -5,6 +5,7 @@
  * network namespace, each answering what it got or why it got nothing.
  */
 import { execaSync } from "execa";
+import { nodeEnv } from "./cluster-nodes.js";
 
 export const TCP_PORT = 8080;
 export const ALT_PORT = 9090;
@@ -18,13 +19,6 @@ export function serverScript(name: string, family: 4 | 6 = 4): string {
     for (const p of [${TCP_PORT}, ${ALT_PORT}]) net.createServer((s) => s.end(who(s.remoteAddress))).listen(p, "${any}");
     const u = dgram.createSocket("udp${family}"); u.on("message", (m, r) => u.send(who(r.address), r.port, r.address));
     u.bind(${UDP_PORT}, "${any}", () => console.log("listening"));`;
-}
-
-function nodeEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.NODE_EXTRA_CA_CERTS;
-  delete env.NODE_OPTIONS;
-  return env;
 }
 
 /** A Node script run in `ns`: what it printed (each script prints its outcome and exits). */

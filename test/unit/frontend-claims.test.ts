@@ -70,9 +70,13 @@ describe("frontend claims", () => {
     claims.set(A, [blockA]);
     claims.set(C, [block("ext-cccc", ["service-ips", SHARED, "goto ext-cccc"])]);
     claims.set(B, [blockB]);
-    expect(claims.conflicts()).to.deep.equal([{ frontend: `ips|${SHARED}`, services: [A, B, C] }]);
+    expect(claims.conflicts()).to.deep.equal([
+      { frontend: `service-ips|${SHARED}`, services: [A, B, C] },
+    ]);
     claims.set(A, undefined);
-    expect(claims.conflicts()).to.deep.equal([{ frontend: `ips|${SHARED}`, services: [B, C] }]);
+    expect(claims.conflicts()).to.deep.equal([
+      { frontend: `service-ips|${SHARED}`, services: [B, C] },
+    ]);
   });
 
   it("a Service that stops wanting a key releases it", () => {
@@ -107,7 +111,7 @@ describe("frontend claims", () => {
       undefined,
     );
     expect(claims.conflicts()).to.deep.equal([
-      { frontend: `ips|${SHARED}`, services: [A, "d/fourth"] },
+      { frontend: `service-ips|${SHARED}`, services: [A, "d/fourth"] },
     ]);
   });
 

@@ -620,31 +620,27 @@ describe("service proxy", () => {
       expect(dp.last).to.match(/10\.96\.0\.42 \. tcp \. 80 : goto svc-/);
     });
 
-    /** A datapath whose next script waits until the test lets it go. */
+    /** The datapath's next script waits until the test lets it go; `entered` and `ended` say how far it got. */
     const holdNextScript = () => {
-      let release = () => {};
+      const hold = { entered: false, ended: false, release: () => {} };
       const held = new Promise<void>((r) => {
-        release = r;
+        hold.release = r;
       });
       const apply = dp.applyScript.bind(dp);
       dp.applyScript = async (script: string) => {
         dp.applyScript = apply;
+        hold.entered = true;
         await held;
-        return apply(script);
+        await apply(script);
+        hold.ended = true;
       };
-      return release;
+      return hold;
     };
 
     it("stop() during a write: the health check port stays closed after the write ends", async () => {
-      const port = await (async () => {
-        const s = net.createServer();
-        await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-        const p = (s.address() as net.AddressInfo).port;
-        await new Promise((r) => s.close(r));
-        return p;
-      })();
+      const port = await freePort();
       await start();
-      const release = holdNextScript();
+      const hold = holdNextScript();
       api.list("services", [
         service("default", "lb", {
           ip: "10.96.0.50",
@@ -655,38 +651,31 @@ describe("service proxy", () => {
         }),
       ]);
       api.list("endpointslices", [slice("default", "lb", [["10.244.1.5", NODE]])]);
-      await sleep(20);
+      await until(() => hold.entered, "the write under way", 2_000, 5);
       await proxy.stop();
-      release();
-      await sleep(50);
+      hold.release();
+      await until(() => hold.ended, "the write's end", 2_000, 5);
       expect(await healthz(port)).to.equal(undefined);
     });
 
     it("switching off during a write deletes the table after the write, never before", async () => {
-      const order: string[] = [];
       await start();
-      const apply = dp.applyScript.bind(dp);
-      const release = holdNextScript();
-      const held = dp.applyScript;
-      dp.applyScript = async (script: string) => {
-        order.push("write started");
-        await held(script);
-        order.push("write ended");
-      };
+      const hold = holdNextScript();
+      let writeEndedFirst: boolean | undefined;
       const del = dp.deleteTable.bind(dp);
       dp.deleteTable = async () => {
-        order.push("table deleted");
+        writeEndedFirst = hold.ended;
         await del();
       };
       api.list("services", [service("default", "web", { ip: "10.96.0.10" })]);
       api.list("endpointslices", []);
-      await until(() => order.length > 0, "the write under way", 2_000, 5);
+      await until(() => hold.entered, "the write under way", 2_000, 5);
       const off = proxy.apply(config({ services: "kube-proxy" }));
+      // Time for a switch that does not wait to delete the table under the write.
       await sleep(20);
-      release();
+      hold.release();
       await off;
-      dp.applyScript = apply;
-      expect(order).to.deep.equal(["write started", "write ended", "table deleted"]);
+      expect(writeEndedFirst).to.equal(true);
     });
 
     it("a failed write of an endpoint change still deletes the old endpoint's UDP flows after the retry", async () => {

@@ -19,14 +19,15 @@ import {
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { utf8Bytes, utf8Text } from "../../cni/go-json.js";
 import { isObject, type JsonObject } from "../../common/json.js";
-import { NODE_OFFSET } from "../../midonet/node-contract.js";
+import { podSubnetOf } from "../../midonet/node-contract.js";
 import {
-  bigIntToIp,
   cidrHasHostBits,
   cidrNetwork,
   formatCidr,
   ipToBigInt,
+  type ParsedIp,
   parseCidr,
+  parseIp,
 } from "../../net/ip.js";
 import { RangeConfigError, type RangeSet, rangeSetsOf } from "../builtin/host-local/ranges.js";
 import { MIDONET_PLUGIN_TYPE } from "../builtin/midonet/config.js";
@@ -359,10 +360,11 @@ function checkNodeLinkAddress(ipam: JsonObject): void {
   for (const set of rangeSetsOf(ipam, { strict: true }))
     for (const r of set) {
       if (r.family !== 4) continue;
-      const nodeIp = ipToBigInt(cidrNetwork(r.subnet).bytes) + BigInt(NODE_OFFSET);
-      if (nodeIp < r.start || nodeIp > r.end || nodeIp === r.gateway) continue;
+      const { cidr, nodeIp, firstPodIp } = podSubnetOf(r.subnet);
+      const node = ipToBigInt((parseIp(nodeIp) as ParsedIp).bytes);
+      if (node < r.start || node > r.end || node === r.gateway) continue;
       throw invalid(
-        `ipam: range ${formatCidr(cidrNetwork(r.subnet))} would hand out ${bigIntToIp(nodeIp, 4)}, the node link's address on the midonet datapath (network + 2): start it after that ("rangeStart": "${bigIntToIp(nodeIp + 1n, 4)}")`,
+        `ipam: range ${cidr} would hand out ${nodeIp}, the node link's address on the midonet datapath (network + 2): start it after that ("rangeStart": "${firstPodIp}")`,
       );
     }
 }

@@ -7,8 +7,9 @@
 import { CniError, ErrorCode } from "../../cni/errors.js";
 import { goField } from "../../cni/go-json.js";
 import { isObject, type JsonObject } from "../../common/json.js";
-import { NODE_OFFSET } from "../../midonet/node-contract.js";
-import { bigIntToIp, cidrNetwork, ipFamily, ipToBigInt, parseCidr } from "../../net/ip.js";
+import { podSubnetOf } from "../../midonet/node-contract.js";
+import { ipFamily, parseCidr } from "../../net/ip.js";
+import { MIDONET_PLUGIN_TYPE } from "../builtin/midonet/config.js";
 
 export const POD_CIDR_V4 = "usePodCidr";
 export const POD_CIDR_V6 = "usePodCidrIPv6";
@@ -22,19 +23,6 @@ export interface PodCidrs {
 function where(pluginIndex: number, plugin: JsonObject, field: string): string {
   const type = typeof plugin.type === "string" ? ` (${JSON.stringify(plugin.type)})` : "";
   return `plugins[${pluginIndex}]${type}: ipam.${field}`;
-}
-
-/**
- * The first address a `midonet`-datapath network may hand out of the node's
- * pod CIDR: the one after the node link's (network + 2, node-contract.ts),
- * which host-local's default start (network + 1, the gateway skipped) would
- * give the first pod.
- */
-function afterNodeLink(cidr: string): string | undefined {
-  const c = parseCidr(cidr);
-  if (c?.family !== 4) return undefined;
-  const net = cidrNetwork(c);
-  return bigIntToIp(ipToBigInt(net.bytes) + BigInt(NODE_OFFSET + 1), 4);
 }
 
 /**
@@ -68,8 +56,10 @@ function fill(
       );
     }
     holder.subnet = cidr;
-    const start = skipNodeLink && !v6 ? afterNodeLink(cidr) : undefined;
-    if (start && goField(holder, "rangeStart") === undefined) holder.rangeStart = start;
+    // host-local's default start (network + 1, the gateway skipped) would give the first pod the node's.
+    const parsed = skipNodeLink && !v6 ? parseCidr(cidr) : undefined;
+    if (parsed && goField(holder, "rangeStart") === undefined)
+      holder.rangeStart = podSubnetOf(parsed).firstPodIp;
   }
 }
 
@@ -101,7 +91,7 @@ export function expandPodCidr(
     // host-local reads the key in any case ("datadir"): one written so is the network's own.
     if (hostLocalDataDir && goField(ipam, "dataDir") === undefined) ipam.dataDir = hostLocalDataDir;
     // The midonet plugin's `midonet` datapath puts the node link on the pod CIDR's network + 2.
-    const skipNodeLink = plugin.type === "midonet" && plugin.datapath === "midonet";
+    const skipNodeLink = plugin.type === MIDONET_PLUGIN_TYPE && plugin.datapath === "midonet";
     fill(ipam, podCidrs, () => where(i, plugin, "subnet"), skipNodeLink);
     if (!Array.isArray(ipam.ranges)) return;
     ipam.ranges.forEach((set: unknown, s: number) => {

@@ -15,6 +15,7 @@
 import { rm, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { podIdentityFromArgs } from "../../cni/args.js";
+import { goField } from "../../cni/go-json.js";
 import { dialUnixSocket } from "../../common/health.js";
 import { isObject } from "../../common/json.js";
 import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
@@ -86,9 +87,11 @@ export function footprintOf(
       if ((p.datapath ?? "kernel") === "kernel")
         bridges.add(typeof p.bridge === "string" ? p.bridge : DEFAULT_BRIDGE);
       const ipam = isObject(p.ipam) ? p.ipam : {};
+      // host-local reads the key in any case ("datadir"); where none is set, the driver's default.
+      const dataDir = goField(ipam, "dataDir");
       if (net && ipam.type === "host-local")
         leaseDirs.add(
-          join(typeof ipam.dataDir === "string" ? ipam.dataDir : hostLocalDataDir, net),
+          join(typeof dataDir === "string" && dataDir !== "" ? dataDir : hostLocalDataDir, net),
         );
     }
   }

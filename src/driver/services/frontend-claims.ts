@@ -8,15 +8,17 @@
  * the whole transaction, and deleting either would delete the key from under
  * the other. Pure.
  */
-import type { Block } from "./ruleset.js";
+import { type Block, NO_ENDPOINT_MAP } from "./ruleset.js";
 
 /**
  * A frontend whatever map holds it: a port with endpoints is in service-ips,
  * one without in no-endpoint-services, and the two must not be split between
  * Services (the reject, in the filter hooks, would win for the node's own traffic).
  */
-const frontendId = (map: string, key: string) =>
-  `${map.replace(/^(service|no-endpoint)-(services|ips)/, "ips").replace(/^(service|no-endpoint)-nodeports/, "nodeports")}|${key}`;
+const DNAT_MAP_OF = new Map(
+  Object.entries(NO_ENDPOINT_MAP).map(([dnat, reject]) => [reject, dnat]),
+);
+const frontendId = (map: string, key: string) => `${DNAT_MAP_OF.get(map) ?? map}|${key}`;
 
 const frontendsOf = (blocks: Iterable<Block>): string[] => {
   const out: string[] = [];

@@ -50,7 +50,7 @@ export interface NodeView {
 }
 
 /** Where a frontend goes when its port has no usable endpoint anywhere. */
-const NO_ENDPOINT_MAP: Record<string, string> = {
+export const NO_ENDPOINT_MAP: Readonly<Record<string, string>> = {
   "service-ips": "no-endpoint-services",
   "service-ips6": "no-endpoint-services6",
   "service-nodeports": "no-endpoint-nodeports",
