@@ -11,8 +11,10 @@
 # them the driver falls back to iproute2 execs, Node's spawn, the host-local
 # binary, nft and conntrack execs (it logs which), and keeps what glibc keeps.
 #
-# Headers: npm's `nodedir` when set, else the ones installed beside this node
-# (/usr/include/node for Debian's nodejs), so nothing is downloaded.
+# Headers: the ones installed beside the node that runs this (include/node of a
+# nodejs.org layout such as scripts/node24.sh's, /usr/include/node for Debian's
+# nodejs), else npm's `nodedir`, so nothing is downloaded and the addons match the
+# Node that loads them.
 #
 # Usage: scripts/build-native.sh [extra node-gyp arguments]
 set -euo pipefail
@@ -47,13 +49,13 @@ find_node_gyp() {
 
 find_nodedir() {
   local dir
-  dir=$(npm config get nodedir 2>/dev/null || true)
-  if [ -n "$dir" ] && [ "$dir" != "undefined" ] && [ "$dir" != "null" ]; then
+  dir=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
+  if [ -f "$dir/include/node/node_api.h" ]; then
     echo "$dir"
     return
   fi
-  dir=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
-  if [ -f "$dir/include/node/node_api.h" ]; then echo "$dir"; fi
+  dir=$(npm config get nodedir 2>/dev/null || true)
+  if [ -n "$dir" ] && [ "$dir" != "undefined" ] && [ "$dir" != "null" ]; then echo "$dir"; fi
 }
 
 node_gyp=$(find_node_gyp)

@@ -8,5 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "demo: needs root (it creates network namespaces, veths and a bridge); run it as root" >&2
   exit 1
 fi
+# shellcheck source=scripts/use-node24.sh
+source scripts/use-node24.sh
 bash scripts/setup.sh
 exec node --import tsx scripts/demo.ts "$@"

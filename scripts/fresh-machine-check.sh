@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command on a fresh machine: a bare Debian 12 root
-# (`debootstrap --variant=minbase bookworm`) with nothing but this machine's Node
-# copied in (binary, npm, headers) and a clone of this repository at HEAD. There,
+# (`debootstrap --variant=minbase bookworm`) with nothing but Debian's own `nodejs`
+# and `npm` installed (Node 18: setup fetches the pinned Node 24 and runs everything
+# on it) and a clone of this repository at HEAD. There,
 # as a new user would (a clean environment, a login shell as root, a mount
 # namespace whose root is the fresh root), it runs `npm run demo`, then
 # `npx cni-driver --help` and test/integration/native-parts.test.ts (the native
@@ -10,7 +11,7 @@
 # The root is cached as a tarball under $FRESH_ROOT_CACHE (default
 # /var/cache/cni-driver-fresh-root; rebuilt after 30 days), with the .debs apt
 # fetched inside it. The mirror is the one this machine's apt uses, or
-# $FRESH_ROOT_MIRROR. What it takes from this machine besides Node is only how
+# $FRESH_ROOT_MIRROR. What it takes from this machine is only how
 # to reach the network: the DNS resolver, and the CA files and proxies npm and
 # Node are told of (npm's registry, cafile, proxy settings; NODE_EXTRA_CA_CERTS),
 # so a registry behind a TLS proxy is reached as here. Nothing of npm's other
@@ -83,21 +84,6 @@ root="$work/root"
 mkdir "$root"
 tar -C "$root" --numeric-owner -xpf "$TARBALL"
 
-# This machine's Node, laid out as nodejs.org's Linux binaries are under /usr/local.
-node_bin=$(readlink -f "$(command -v node)")
-npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
-headers="$(dirname "$(dirname "$node_bin")")/include/node"
-install -D -m 0755 "$node_bin" "$root/usr/local/bin/node"
-mkdir -p "$root/usr/local/lib/node_modules" "$root/usr/local/include"
-cp -a "$npm_dir" "$root/usr/local/lib/node_modules/npm"
-ln -s ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/local/bin/npm"
-ln -s ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/local/bin/npx"
-if [ -f "$headers/node_api.h" ]; then
-  cp -a "$headers" "$root/usr/local/include/node"
-else
-  say "no Node headers at $headers: the root gets none (the addons cannot build there)"
-fi
-
 # How this machine reaches the network, and nothing else of its configuration.
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 clean_env=(HOME=/root "PATH=$CLEAN_PATH" "TERM=${TERM:-dumb}")
@@ -110,7 +96,7 @@ if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
   cp -L "$NODE_EXTRA_CA_CERTS" "$root$ca_dir/node-extra-ca-certs.pem"
   clean_env+=("NODE_EXTRA_CA_CERTS=$ca_dir/node-extra-ca-certs.pem")
 fi
-npmrc="$root/usr/local/etc/npmrc" # the global npmrc of a Node under /usr/local
+npmrc="$root/etc/npmrc" # the global npmrc of Debian's npm
 mkdir -p "$(dirname "$npmrc")"
 : >"$npmrc"
 while IFS= read -r line; do
@@ -148,7 +134,12 @@ in_root() {
   ' in-root "$root" "$CACHE_DIR/apt-archives" "${clean_env[@]}" /bin/bash -l -c "$1"
 }
 
-say "fresh root prepared in $((SECONDS - prepared_from)) s; npm run demo in it"
+# The README's precondition: a Node and an npm; here Debian's own.
+if ! in_root 'apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends nodejs npm >/dev/null && node --version && npm --version'; then
+  say "FAILED: apt-get install nodejs npm in the fresh root"
+  exit 1
+fi
+say "fresh root prepared (with Debian's nodejs and npm) in $((SECONDS - prepared_from)) s; npm run demo in it"
 started=$SECONDS
 if ! in_root 'cd ~/cni-driver && npm run demo'; then
   say "FAILED: npm run demo in a fresh Debian $SUITE root (its output above)"
@@ -156,7 +147,7 @@ if ! in_root 'cd ~/cni-driver && npm run demo'; then
 fi
 say "npm run demo took $((SECONDS - started)) s on the fresh root (setup included)"
 
-if ! in_root 'cd ~/cni-driver && npx --yes cni-driver --help >/dev/null && npx cni-driver serve --help | grep -q CNI_DRIVER_SOCKET'; then
+if ! in_root 'cd ~/cni-driver && source scripts/use-node24.sh && npx --yes cni-driver --help >/dev/null && npx cni-driver serve --help | grep -q CNI_DRIVER_SOCKET'; then
   say "FAILED: npx cni-driver --help in the fresh root"
   exit 1
 fi
@@ -164,7 +155,7 @@ say "npx cni-driver --help works"
 
 # CI=true: everything setup installed is there, so a missing requirement fails.
 started=$SECONDS
-if ! in_root 'cd ~/cni-driver && CI=true npx mocha test/integration/native-parts.test.ts'; then
+if ! in_root 'cd ~/cni-driver && source scripts/use-node24.sh && CI=true npx mocha test/integration/native-parts.test.ts'; then
   say "FAILED: test/integration/native-parts.test.ts in the fresh root"
   exit 1
 fi

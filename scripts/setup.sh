@@ -1,23 +1,15 @@
 #!/usr/bin/env bash
-# Installs what the demo and the tests need on a fresh Debian machine: the system
-# packages (as root, only those missing), the npm dependencies (npm ci, only when
-# package-lock.json changed since the last install), the native addons and dist/
-# (the `cni-driver` command), each only when its sources changed.
+# Installs what the demo and the tests need on a fresh Debian machine: the pinned
+# Node 24, the system packages (as root, only those missing), the npm dependencies
+# (npm ci, only when package-lock.json changed since the last install), the native
+# addons and dist/ (the `cni-driver` command), each only when its sources changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The oldest Node the dependencies run on (mocha 12; package.json's engines). Checked
-# first: an older one installs everything and then fails every test.
-NODE_ADVICE="Install Node.js 20.19+ or 22.12+ (Debian 12's own nodejs is 18, too old): the Linux binaries from https://nodejs.org/en/download, or NodeSource's Debian packages (https://github.com/nodesource/distributions)."
-if ! command -v node >/dev/null 2>&1; then
-  echo "setup: no node on PATH. $NODE_ADVICE" >&2
-  exit 1
-fi
-if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number);
-  process.exit(a === 20 ? (b >= 19 ? 0 : 1) : a === 22 ? (b >= 12 ? 0 : 1) : a > 22 ? 0 : 1)'; then
-  echo "setup: this is Node.js $(node --version). $NODE_ADVICE" >&2
-  exit 1
-fi
+# Everything below runs on the pinned Node 24 (scripts/use-node24.sh), whatever Node
+# ran `npm run`: Debian 12's own nodejs 18 and npm do for that.
+# shellcheck source=scripts/use-node24.sh
+source scripts/use-node24.sh || exit 1
 
 APT_PACKAGES=(iproute2 iputils-ping iptables nftables conntrack containernetworking-plugins podman runc containerd busybox-static
   # sysctl, pgrep and ps, which minimal roots lack
@@ -64,7 +56,10 @@ fi
 # iproute2, Node's spawn, the host-local binary, nft and conntrack execs and says
 # so; CI must have them.
 addons="build/Release/cni_driver_netlink.node build/Release/cni_driver_spawn.node build/Release/cni_driver_flock.node build/Release/cni_driver_memory.node build/Release/cni_driver_nftables.node build/Release/cni_driver_conntrack.node"
+# Built for one Node: a different one (a new pin) rebuilds them against its headers.
+built_for=build/.cni-driver-built-for
 stale=""
+[ "$(cat "$built_for" 2>/dev/null)" = "$(node --version)" ] || stale=1
 for addon in $addons; do
   if [ ! -f "$addon" ] || [ -n "$(find native binding.gyp -newer "$addon" 2>/dev/null | head -1)" ]; then
     stale=1
@@ -77,6 +72,8 @@ if [ -n "$stale" ]; then
     echo "$build_log" >&2
     echo "setup: the native addons did not build (node-gyp's output above); the driver will use iproute2, Node's spawn and the host-local binary" >&2
     [ "${CI:-}" != "true" ] || exit 1
+  else
+    node --version >"$built_for"
   fi
 fi
 

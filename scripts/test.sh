@@ -4,6 +4,8 @@
 # Suites that need root say so and fail when CI=true and root is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/use-node24.sh
+source scripts/use-node24.sh || exit 1
 bash scripts/setup.sh || exit 1
 
 out=$(mktemp)

@@ -1,8 +1,8 @@
 /**
  * The driver, its command-line client and the MidoNet controller on the Node the
  * image ships (Node 24 LTS, scripts/node24.sh), compiled as the image runs them
- * (`dist/`), with the native addons built here. Every other suite runs the
- * sources on the test runner's Node 20; the code must run on both.
+ * (`dist/`), with the native addons built here. The other suites run the
+ * sources through tsx on the same Node (scripts/use-node24.sh).
  */
 import { type ChildProcess, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
