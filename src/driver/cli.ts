@@ -23,6 +23,7 @@ import { driverVersion, startDriver } from "./lifecycle/daemon.js";
 import {
   DEFAULT_INSTALLED_PLUGINS,
   installExecutable,
+  readInstalled,
   recordInstalled,
   SHIM_TYPE,
 } from "./lifecycle/host-install.js";
@@ -159,6 +160,8 @@ function defaultShimPath(): string {
 async function installCni(argv: string[]): Promise<number> {
   const f = parseFlags(INSTALL_FLAGS, argv);
   const binDir = f["bin-dir"] as string;
+  // A record a newer install-cni wrote is refused (FileFormatError) before anything is installed.
+  readInstalled(binDir);
   await installExecutable(f.shim as string, binDir, SHIM_TYPE);
   const plugins = (f.plugins as string)
     .split(",")

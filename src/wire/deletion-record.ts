@@ -7,6 +7,9 @@
  * written by temp file + rename, so a record is either whole or absent and a repeated
  * DEL of the same attachment rewrites the same record.
  */
+import { type FileFormat, formatVersion } from "../common/file-format.js";
+import { isObject } from "../common/json.js";
+
 export const DELETION_QUEUE_DIR = "deletion-queue";
 
 export interface DeletionRecord {
@@ -41,28 +44,41 @@ export function isDeletionRecordTempName(name: string): boolean {
   return /^\..+\.json\.\d+\.tmp$/.test(name);
 }
 
-export function parseDeletionRecord(text: string): DeletionRecord | undefined {
+/**
+ * The record's format: its `kind` carries the version. Version 1 is what the
+ * shim has written since release 0.1.0 (src/remote-plugin-shim/deletion.c).
+ */
+const DELETION_RECORD_FORMAT: FileFormat = {
+  what: "deletion record",
+  current: 1,
+  declaredBy: { kindPrefix: "cniDriverDeletionV" },
+};
+
+/**
+ * The record `text` (the file `path`) holds; undefined when it is not one
+ * (not JSON, no container id or interface). Throws FileFormatError for a JSON
+ * object of a kind this driver does not know: the caller keeps that file.
+ */
+export function parseDeletionRecord(path: string, text: string): DeletionRecord | undefined {
+  let v: unknown;
   try {
-    const v = JSON.parse(text) as Partial<DeletionRecord>;
-    if (
-      v.kind !== "cniDriverDeletionV1" ||
-      typeof v.containerId !== "string" ||
-      typeof v.ifName !== "string"
-    )
-      return undefined;
-    return {
-      kind: v.kind,
-      network: typeof v.network === "string" ? v.network : "",
-      containerId: v.containerId,
-      ifName: v.ifName,
-      netns: typeof v.netns === "string" ? v.netns : "",
-      cniArgs: Array.isArray(v.cniArgs)
-        ? v.cniArgs.filter((p): p is [string, string] => Array.isArray(p) && p.length === 2)
-        : [],
-      cniVersion: typeof v.cniVersion === "string" ? v.cniVersion : "",
-      queuedAtUnixMs: typeof v.queuedAtUnixMs === "number" ? v.queuedAtUnixMs : 0,
-    };
+    v = JSON.parse(text);
   } catch {
     return undefined;
   }
+  if (!isObject(v)) return undefined;
+  formatVersion(DELETION_RECORD_FORMAT, path, v);
+  if (typeof v.containerId !== "string" || typeof v.ifName !== "string") return undefined;
+  return {
+    kind: "cniDriverDeletionV1",
+    network: typeof v.network === "string" ? v.network : "",
+    containerId: v.containerId,
+    ifName: v.ifName,
+    netns: typeof v.netns === "string" ? v.netns : "",
+    cniArgs: Array.isArray(v.cniArgs)
+      ? v.cniArgs.filter((p): p is [string, string] => Array.isArray(p) && p.length === 2)
+      : [],
+    cniVersion: typeof v.cniVersion === "string" ? v.cniVersion : "",
+    queuedAtUnixMs: typeof v.queuedAtUnixMs === "number" ? v.queuedAtUnixMs : 0,
+  };
 }

@@ -26,6 +26,7 @@ import {
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import { DriverHarness, runDriverCli, sleep } from "../support/driver-harness.js";
 import { createNetns, deleteNetns, listHostLinks } from "../support/netns.js";
+import { installCniArgs } from "../support/node-cli.js";
 import {
   REFERENCE_PLUGIN_DIR,
   requireReferencePlugins,
@@ -121,17 +122,7 @@ describe("host install: files by temp file + rename", () => {
     writeFileSync(join(binDir, "cni-driver-shim"), "old shim", { mode: 0o755 });
     const shim = join(dir, "new-shim");
     writeFileSync(shim, "#!/bin/sh\n# new shim\n", { mode: 0o755 });
-    const r = runDriverCli([
-      "install-cni",
-      "--bin-dir",
-      binDir,
-      "--shim",
-      shim,
-      "--plugin-dir",
-      "/usr/lib/cni",
-      "--plugins",
-      "host-local,loopback",
-    ]);
+    const r = runDriverCli(installCniArgs(binDir, shim, "host-local,loopback"));
     expect(r.status, r.stderr).to.equal(0);
     expect(r.stderr).to.contain("kept the host's own loopback");
     expect(readFileSync(join(binDir, "loopback"), "utf8")).to.contain("the host's own");

@@ -161,7 +161,6 @@ describe("ResultCache", () => {
   for (const [what, content] of [
     ["text that is not JSON", "not json at all"],
     ["a truncated file", LIBCNI_BYTES.slice(0, 80)],
-    ["another kind", '{"kind":"cniCacheV2","containerId":"c1"}'],
     ["a JSON array", "[1,2,3]"],
     ["a config that is not base64", '{"kind":"cniCacheV1","containerId":"c1","config":"%%%"}'],
   ] as const) {
@@ -174,6 +173,25 @@ describe("ResultCache", () => {
       expect(warnings).to.have.length(1);
       expect(warnings[0]?.obj).to.include({ path });
       expect(warnings[0]?.obj.reason).to.be.a("string").and.not.equal("");
+    });
+  }
+
+  for (const kind of ["cniCacheV2", "someoneElsesCache"]) {
+    it(`refuses a file of kind ${kind} (a later driver's), naming it and both kinds, and keeps it for every verb`, async () => {
+      await mkdir(resultsDir(), { recursive: true });
+      const path = join(resultsDir(), "pod-net-c1-eth0");
+      const content = `{"kind":"${kind}","containerId":"c1","ifName":"eth0","networkName":"pod-net"}`;
+      await writeFile(path, content);
+      const refusal = `${path}: a result cache entry of kind "${kind}", which this cni-driver does not know (it knows up to kind "cniCacheV1"); left as it is for a cni-driver that knows it`;
+      for (const discardUnusable of [true, false]) {
+        const err = await cache.read("pod-net", "c1", "eth0", { discardUnusable }).catch((e) => e);
+        expect(err).to.be.instanceOf(CniError);
+        expect(err).to.include({ code: 6, message: refusal });
+      }
+      const scan = await cache.scan();
+      expect(scan.attachments).to.deep.equal([]);
+      expect(scan.unknownFormat.map((e) => e.message)).to.deep.equal([refusal]);
+      expect(await readFile(path, "utf8")).to.equal(content);
     });
   }
 

@@ -5,7 +5,8 @@
  * HTTP/2 server, and raw sockets that break the protocol. Each answer must be the
  * CNI answer the proto's header prescribes: the driver's CNI error unchanged;
  * UNAVAILABLE and DEADLINE_EXCEEDED → 11, UNIMPLEMENTED → 1, any other status →
- * 999 with the status as details; and DEL queued only when the driver cannot take it.
+ * 999 with the status as details; an answer with fields of a later contract read as
+ * if they were not there; and DEL queued only when the driver cannot take it.
  */
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import http2 from "node:http2";
@@ -18,6 +19,12 @@ import { expect } from "chai";
 import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import { PROTO_LOADER_OPTIONS, protoPath } from "../../src/wire/proto-path.js";
 import { NOT_READY_DETAILS, type PodRequest } from "../../src/wire/types.js";
+import {
+  encodeWithUnknownFields,
+  lengthDelimited,
+  unknownFields,
+  wireType,
+} from "../support/proto-unknown-fields.js";
 import { ensureShimBuilt } from "../support/runtimes.js";
 import { execShim, type ShimRun } from "../support/shim-exec.js";
 
@@ -235,6 +242,55 @@ describe("cni-driver-shim: its transport against real and broken servers (integr
   it("a method the driver does not serve is UNIMPLEMENTED: code 1", async () => {
     await grpcServer({ SetUpPod: (_call, cb) => cb(null, {}) });
     expectCniError(await run("GC", conf("1.1.0")), 1, /UNIMPLEMENTED/);
+  });
+
+  describe("an answer carrying fields of a later contract", () => {
+    /** Answers every call with `payload` as its message, as a gRPC server does. */
+    async function answerWith(payload: Buffer): Promise<void> {
+      await h2Server((stream) => {
+        stream.on("data", () => {});
+        stream.on("end", () => {
+          const head = Buffer.alloc(5);
+          head.writeUInt32BE(payload.length, 1);
+          stream.respond(
+            { ":status": 200, "content-type": "application/grpc" },
+            { waitForTrailers: true },
+          );
+          stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+          stream.end(Buffer.concat([head, payload]));
+        });
+      });
+    }
+
+    it("ADD: the result printed as answered, the unknown fields skipped", async () => {
+      const result = '{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.5/24"}]}';
+      await answerWith(
+        encodeWithUnknownFields(wireType("PodResponse"), {
+          cni_version: "1.0.0",
+          result_json: result,
+        }),
+      );
+      const r = await run("ADD", conf("1.0.0"));
+      expect(r.status, r.stdout).to.equal(0);
+      expect(r.stdout).to.equal(`${result}\n`);
+    });
+
+    it("CHECK: the CNI error read from a nested message with unknown fields of its own", async () => {
+      const error = encodeWithUnknownFields(wireType("CniError"), {
+        code: 7,
+        msg: "no network",
+        details: "d",
+      });
+      await answerWith(Buffer.concat([lengthDelimited(1, error), unknownFields()]));
+      const r = await run("CHECK", conf("0.4.0"));
+      expect(r.status).to.equal(1);
+      expect(r.json).to.deep.equal({
+        cniVersion: "0.4.0",
+        code: 7,
+        msg: "no network",
+        details: "d",
+      });
+    });
   });
 
   it("GC reports every error the driver met", async () => {

@@ -128,8 +128,8 @@ describe("cni-driver-shim: the built executable (integration)", function () {
         expectSilentSuccess(r);
         expect(tripwire.connections).to.equal(1);
         const [record] = readdirSync(join(state, DELETION_QUEUE_DIR));
-        const text = readFileSync(join(state, DELETION_QUEUE_DIR, record as string), "utf8");
-        expect(parseDeletionRecord(text)?.netns).to.equal("");
+        const path = join(state, DELETION_QUEUE_DIR, record as string);
+        expect(parseDeletionRecord(path, readFileSync(path, "utf8"))?.netns).to.equal("");
       });
     });
 
@@ -190,9 +190,8 @@ describe("cni-driver-shim: the built executable (integration)", function () {
         expectSilentSuccess(r);
         const queue = join(state, DELETION_QUEUE_DIR);
         expect(readdirSync(queue)).to.deep.equal(["blue-queued1-net1.json"]);
-        const record = parseDeletionRecord(
-          readFileSync(join(queue, "blue-queued1-net1.json"), "utf8"),
-        );
+        const path = join(queue, "blue-queued1-net1.json");
+        const record = parseDeletionRecord(path, readFileSync(path, "utf8"));
         expect(record).to.deep.include({
           kind: "cniDriverDeletionV1",
           network: "blue",

@@ -22,6 +22,7 @@ import {
 } from "../support/cluster-nodes.js";
 import { DriverHarness, driverCommand, expectNoCniError } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
+import { uninstallArgs } from "../support/node-cli.js";
 import { requireCommand, requireRoot } from "../support/requirements.js";
 import { until } from "../support/until.js";
 
@@ -63,24 +64,7 @@ describe("cni-driver uninstall: a node left as it was found", function () {
   /** `cni-driver uninstall` in node-a's netns: exit code and stderr. */
   function uninstall(...extra: string[]): { code: number; stderr: string } {
     const h = a().h;
-    const cmd = driverCommand([
-      "uninstall",
-      "--socket",
-      h.socket,
-      "--config-dir",
-      h.configDir,
-      "--state-dir",
-      h.stateDir,
-      "--cache-dir",
-      h.cacheDir,
-      "--host-local-data-dir",
-      h.dataDir,
-      "--host-cni-conf-dir",
-      confDir,
-      "--host-cni-bin-dir",
-      binDir,
-      ...extra,
-    ]);
+    const cmd = driverCommand(uninstallArgs(h, confDir, binDir, ...extra));
     const r = execaSync("ip", ["netns", "exec", a().node.netns, cmd.node, ...cmd.args], {
       env: cmd.env,
       extendEnv: false,

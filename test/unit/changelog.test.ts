@@ -9,35 +9,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
 import { driverVersion } from "../../src/driver/lifecycle/daemon.js";
+import { changelogReleases, type Release } from "../support/changelog.js";
 import { REPO_ROOT } from "../support/driver-harness.js";
 import { requireGitHistory } from "../support/requirements.js";
-
-interface Release {
-  version: string;
-  date: string;
-  commit: string | undefined;
-}
-
-/** The `## <version> — <date>` sections and the `Commit: <sha>` line of each. */
-function releases(text: string): { unreleased: boolean; releases: Release[] } {
-  const out: Release[] = [];
-  let unreleased = false;
-  for (const section of text.split(/^## /m).slice(1)) {
-    const [heading = "", ...body] = section.split("\n");
-    if (heading.trim() === "Unreleased") {
-      unreleased = out.length === 0;
-      continue;
-    }
-    const m = /^(\d+\.\d+\.\d+) — (\d{4}-\d{2}-\d{2})$/.exec(heading.trim());
-    if (!m)
-      throw new Error(
-        `CHANGELOG.md: a heading that is neither "Unreleased" nor "<version> — <date>": ${heading}`,
-      );
-    const commit = body.map((l) => /^Commit: (\S+)$/.exec(l)?.[1]).find(Boolean);
-    out.push({ version: m[1] as string, date: m[2] as string, commit });
-  }
-  return { unreleased, releases: out };
-}
 
 const semver = (v: string) => v.split(".").map(Number) as [number, number, number];
 const newer = (a: string, b: string) => {
@@ -51,7 +25,7 @@ describe("CHANGELOG.md: releases and the commits they were cut from", () => {
   const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
     version: string;
   };
-  const { unreleased, releases: list } = releases(text);
+  const { unreleased, releases: list } = changelogReleases(text);
 
   it("lists releases newest first, by version and by date, with Unreleased (if any) on top", () => {
     expect(list.length, "releases").to.be.at.least(1);

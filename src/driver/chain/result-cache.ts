@@ -35,6 +35,8 @@ import {
   encodeCacheEntry,
 } from "../../cni/cache.js";
 import { CniError, ErrorCode } from "../../cni/errors.js";
+import { type FileFormat, FileFormatError, formatRefusal } from "../../common/file-format.js";
+import { isObject } from "../../common/json.js";
 import { removeStaleTempFiles } from "../../common/stale-temp-files.js";
 
 /**
@@ -113,6 +115,9 @@ export class ResultCache {
    * EACCES …) is an I/O failure (code 5) and stays: the call is retried, and
    * a DEL that went on without it would hand the plugins no port mappings.
    *
+   * A file of a `kind` this driver does not know (a later driver's) is
+   * neither read nor deleted: code 6, naming the file and both kinds.
+   *
    * A legacy file (a bare result from before `cniCacheV1`) reads as an
    * attachment with only its result: no config, no netns, no args. That is all
    * libcni takes from it (getLegacyCachedResult).
@@ -142,6 +147,8 @@ export class ResultCache {
     try {
       entry = decodeCacheEntry(bytes);
     } catch (err) {
+      const unknown = unknownFormat(path, bytes);
+      if (unknown) throw new CniError(ErrorCode.DecodingFailure, unknown.message);
       return unusable((err as Error).message);
     }
     if (entry.kind === CACHE_KIND_V1) return entry;
@@ -187,31 +194,50 @@ export class ResultCache {
    * file's mtime.
    */
   async list(): Promise<ListedAttachment[]> {
+    return (await this.scan()).attachments;
+  }
+
+  /**
+   * list()'s attachments, and the files of a format this driver does not know
+   * (a newer driver's): those hold attachments too, whose leases and links
+   * no one here can tell, so start-up clean-up and uninstall hold back.
+   */
+  async scan(): Promise<{ attachments: ListedAttachment[]; unknownFormat: FileFormatError[] }> {
     let names: string[];
     try {
       names = await readdir(this.dir);
     } catch (err) {
-      if (errnoCode(err) === "ENOENT") return [];
+      if (errnoCode(err) === "ENOENT") return { attachments: [], unknownFormat: [] };
       throw ioError("list", this.dir, err);
     }
     const candidates = attachmentsFromFileNames(names.filter((n) => !n.startsWith(".")));
-    const entries = await Promise.all(candidates.map((name) => this.#readForList(name)));
-    return entries.filter((e): e is ListedAttachment => e !== undefined);
+    const read = await Promise.all(candidates.map((name) => this.#readForList(name)));
+    return {
+      attachments: read.filter((e): e is ListedAttachment => e !== undefined && !isFormatError(e)),
+      unknownFormat: read.filter(isFormatError),
+    };
   }
 
-  async #readForList(name: string): Promise<ListedAttachment | undefined> {
+  async #readForList(name: string): Promise<ListedAttachment | FileFormatError | undefined> {
     const path = join(this.dir, name);
+    let bytes: Buffer | undefined;
     try {
       // One open file for both: the mtime is that of the bytes read, even if a rename replaces the name meanwhile.
       const file = await open(path, "r");
       try {
-        const [bytes, stat] = [await file.readFile(), await file.stat()];
+        bytes = await file.readFile();
+        const stat = await file.stat();
         const entry = attachmentFromCacheEntry(decodeCacheEntry(bytes));
         return entry && { ...entry, mtimeMs: stat.mtimeMs };
       } finally {
         await file.close();
       }
     } catch (err) {
+      const unknown = bytes && unknownFormat(path, bytes);
+      if (unknown) {
+        this.#log?.warn({ path, err: unknown.message }, "skipping a cache file of a newer format");
+        return unknown;
+      }
       // Gone since readdir (a concurrent DEL): not worth a word.
       if (errnoCode(err) !== "ENOENT") {
         this.#log?.warn({ path, err: (err as Error).message }, "skipping unreadable cache file");
@@ -233,6 +259,33 @@ export class ResultCache {
     }
   }
 }
+
+/**
+ * The cache's format is libcni's, versioned by its `kind`: `cniCacheV1` is the
+ * one there is. A file of another kind is not read as anything (libcni would
+ * take it for a legacy bare result), nor deleted: a later driver may have
+ * written it.
+ */
+const CACHE_FORMAT: FileFormat = {
+  what: "result cache entry",
+  current: 1,
+  declaredBy: { kindPrefix: "cniCacheV" },
+};
+
+/** The refusal of a file that declares a `kind` this driver does not know; undefined for any other. */
+function unknownFormat(path: string, bytes: Uint8Array): FileFormatError | undefined {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(Buffer.from(bytes).toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  return isObject(doc) && typeof doc.kind === "string"
+    ? formatRefusal(CACHE_FORMAT, path, doc)
+    : undefined;
+}
+
+const isFormatError = (e: unknown): e is FileFormatError => e instanceof FileFormatError;
 
 /** os.Remove: a file, or an empty directory in its place. */
 function removePath(path: string): void {

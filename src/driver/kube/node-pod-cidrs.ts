@@ -11,11 +11,15 @@
  * API is away takes them up after a grace period (the Node, when the API
  * answers, still wins), instead of refusing every pod until the API is back.
  */
-import { readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
-import { writeFileAtomic } from "../../common/atomic-write.js";
+import { messageOf } from "../../common/errors.js";
+import {
+  type FileFormat,
+  readVersionedFile,
+  writeVersionedFile,
+} from "../../common/file-format.js";
 import type { PodCidrs } from "../config/pod-cidr.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "./api.js";
 
@@ -51,28 +55,37 @@ export interface NodePodCidrsOptions {
 
 const REMEMBERED_FILE = "node-pod-cidrs.json";
 
-/** The CIDRs a previous run learned for this node; {} when none (or another node's). */
+/**
+ * `{"version": 1, "node": …, "podCidrs": {"v4": …, "v6": …}}`; release 0.1.0
+ * wrote the same without `version`, and reads this one (it ignores the field).
+ */
+const REMEMBERED_FORMAT: FileFormat = {
+  what: "record of the node's pod CIDRs",
+  current: 1,
+  declaredBy: { field: "version" },
+};
+
+/**
+ * The CIDRs a previous run learned for this node; {} when none (or another
+ * node's). Throws FileFormatError when a newer driver wrote the file.
+ */
 function readRemembered(stateDir: string, nodeName: string): PodCidrs {
-  try {
-    const v = JSON.parse(readFileSync(join(stateDir, REMEMBERED_FILE), "utf8")) as {
-      node?: unknown;
-      podCidrs?: { v4?: unknown; v6?: unknown };
-    };
-    if (v.node !== nodeName) return {};
-    const out: PodCidrs = {};
-    if (typeof v.podCidrs?.v4 === "string") out.v4 = v.podCidrs.v4;
-    if (typeof v.podCidrs?.v6 === "string") out.v6 = v.podCidrs.v6;
-    return out;
-  } catch {
-    return {};
-  }
+  const v = readVersionedFile(REMEMBERED_FORMAT, join(stateDir, REMEMBERED_FILE)) as
+    | { node?: unknown; podCidrs?: { v4?: unknown; v6?: unknown } }
+    | undefined;
+  if (v?.node !== nodeName) return {};
+  const out: PodCidrs = {};
+  if (typeof v.podCidrs?.v4 === "string") out.v4 = v.podCidrs.v4;
+  if (typeof v.podCidrs?.v6 === "string") out.v6 = v.podCidrs.v6;
+  return out;
 }
 
 async function writeRemembered(stateDir: string, nodeName: string, c: PodCidrs): Promise<void> {
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  await writeFileAtomic(
+  await writeVersionedFile(
+    REMEMBERED_FORMAT,
     join(stateDir, REMEMBERED_FILE),
-    `${JSON.stringify({ node: nodeName, podCidrs: c })}\n`,
+    { node: nodeName, podCidrs: c },
     0o600,
   );
 }
@@ -150,7 +163,17 @@ export class NodePodCidrs {
   /** After the grace, with no CIDR from the Node yet: the ones a previous run learned. */
   private takeUpRememberedLater(): void {
     if (!this.o.stateDir) return;
-    const remembered = readRemembered(this.o.stateDir, this.o.nodeName);
+    let remembered: PodCidrs;
+    try {
+      remembered = readRemembered(this.o.stateDir, this.o.nodeName);
+    } catch (err) {
+      // A newer driver's file: not taken up, and kept (the Node's CIDRs do not replace it).
+      this.log.error(
+        { err: messageOf(err) },
+        "the pod CIDRs kept from the last run are not readable",
+      );
+      return;
+    }
     if (!hasAny(remembered)) return;
     this.rememberTimer = setTimeout(() => {
       this.rememberTimer = undefined;

@@ -6,10 +6,15 @@
  * never reads half a conflist; the temporary files of an install a crash cut
  * short are removed by the next one.
  */
-import { copyFile, mkdir, readFile, stat } from "node:fs/promises";
+import { copyFile, mkdir, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { KNOWN_CAPABILITIES } from "../../cni/capabilities.js";
 import { placeFile, writeFileAtomic } from "../../common/atomic-write.js";
+import {
+  type FileFormat,
+  readVersionedFile,
+  writeVersionedFile,
+} from "../../common/file-format.js";
 
 export const HOST_CONFLIST_NAME = "10-cni-driver.conflist";
 export const SHIM_TYPE = "cni-driver-shim";
@@ -30,17 +35,25 @@ export const DEFAULT_INSTALLED_PLUGINS: readonly string[] = ["host-local", "loop
  */
 export const INSTALLED_RECORD = ".cni-driver-installed.json";
 
+/** `{"version": 1, "plugins": [names]}` (0.1.0 kept no such record). */
+const INSTALLED_FORMAT: FileFormat = {
+  what: "record of the plugins install-cni installed",
+  current: 1,
+  declaredBy: { field: "version" },
+};
+
 /** Adds `plugins` to the bin dir's record of what install-cni installed there. */
 export async function recordInstalled(binDir: string, plugins: readonly string[]): Promise<void> {
-  const all = [...new Set([...(await readInstalled(binDir)), ...plugins])].sort();
-  await writeFileAtomic(join(binDir, INSTALLED_RECORD), `${JSON.stringify({ plugins: all })}\n`);
+  const all = [...new Set([...readInstalled(binDir), ...plugins])].sort();
+  await writeVersionedFile(INSTALLED_FORMAT, join(binDir, INSTALLED_RECORD), { plugins: all });
 }
 
-/** What install-cni recorded in the bin dir; [] when nothing. */
-export async function readInstalled(binDir: string): Promise<string[]> {
-  const v = await readFile(join(binDir, INSTALLED_RECORD), "utf8")
-    .then((t) => (JSON.parse(t) as { plugins?: unknown }).plugins)
-    .catch(() => undefined);
+/**
+ * What install-cni recorded in the bin dir; [] when nothing. Throws
+ * FileFormatError when a newer install-cni wrote the record.
+ */
+export function readInstalled(binDir: string): string[] {
+  const v = readVersionedFile(INSTALLED_FORMAT, join(binDir, INSTALLED_RECORD))?.plugins;
   return Array.isArray(v) ? v.filter((p): p is string => typeof p === "string") : [];
 }
 

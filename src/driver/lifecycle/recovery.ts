@@ -15,6 +15,7 @@ import { readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type pino from "pino";
 import { withIgnoreUnknown } from "../../cni/args.js";
+import { messageOf } from "../../common/errors.js";
 import { removeStaleTempFiles } from "../../common/stale-temp-files.js";
 import {
   DELETION_QUEUE_DIR,
@@ -59,9 +60,18 @@ export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
   await replayDeletionQueue(d);
   const cfg = d.config.current();
   if (!cfg) return;
+  const { attachments, unknownFormat } = await d.cache.scan();
+  if (unknownFormat.length > 0) {
+    // Their attachments hold leases and links this driver cannot tell: releasing "unused" ones would take them.
+    d.logger.error(
+      { files: unknownFormat.map((e) => e.path) },
+      "the result cache holds files of a newer format: the clean-up of what a crash left is skipped",
+    );
+    return;
+  }
   const view: RecoveryView = {
     networks: [...cfg.networks.values()],
-    attachments: await d.cache.list(),
+    attachments,
     logger: d.logger,
   };
   for (const plugin of d.recoverers) await plugin.recover?.(view);
@@ -89,7 +99,17 @@ export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
   let replayed = 0;
   for (const name of names) {
     const path = join(dir, name);
-    const record = parseDeletionRecord(await readFile(path, "utf8").catch(() => ""));
+    let record: ReturnType<typeof parseDeletionRecord>;
+    try {
+      record = parseDeletionRecord(path, await readFile(path, "utf8").catch(() => ""));
+    } catch (err) {
+      // A newer shim's or driver's record: kept for a driver that knows it, its DEL not guessed at.
+      d.logger.error(
+        { path, err: messageOf(err) },
+        "deletion record of a format this driver does not know; kept",
+      );
+      continue;
+    }
     if (!record) {
       d.logger.warn({ path }, "unreadable deletion record; removing it");
       await unlink(path).catch(() => {});

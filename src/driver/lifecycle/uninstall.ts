@@ -16,6 +16,7 @@ import { rm, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { podIdentityFromArgs } from "../../cni/args.js";
 import { goField } from "../../cni/go-json.js";
+import { FileFormatError } from "../../common/file-format.js";
 import { dialUnixSocket } from "../../common/health.js";
 import { isObject } from "../../common/json.js";
 import { HOST_VETH_PREFIX } from "../../midonet/host-veth-name.js";
@@ -110,7 +111,11 @@ export function footprintOf(
 /** The pods still attached: cached attachments and pod veths on the bridges. */
 async function attachedPods(o: UninstallOptions, bridges: readonly string[]): Promise<string[]> {
   const pods = new Set<string>();
-  for (const a of await new ResultCache(o.cacheDir).list().catch(() => [])) {
+  const cache = await new ResultCache(o.cacheDir)
+    .scan()
+    .catch(() => ({ attachments: [], unknownFormat: [] }));
+  for (const e of cache.unknownFormat) pods.add(`an attachment of a newer cni-driver (${e.path})`);
+  for (const a of cache.attachments) {
     const p = podIdentityFromArgs(a.cniArgs ?? []);
     pods.add(
       p.namespace && p.name
@@ -122,6 +127,19 @@ async function attachedPods(o: UninstallOptions, bridges: readonly string[]): Pr
     for (const port of await listBridgePorts(b))
       if (port.startsWith(HOST_VETH_PREFIX)) pods.add(`a pod on ${b} (host veth ${port})`);
   return [...pods];
+}
+
+/** `read`'s answer; a file of a format this cni-driver does not know refuses the uninstall. */
+function refusingUnknownFormat<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof FileFormatError)
+      throw new UninstallRefused(
+        `${err.message}: run the uninstall of the cni-driver that wrote it`,
+      );
+    throw err;
+  }
 }
 
 const gone = async (what: () => Promise<unknown>): Promise<boolean> => {
@@ -142,6 +160,8 @@ export async function uninstall(o: UninstallOptions): Promise<string[]> {
     );
   const files = await readConfigDir(o.configDir).catch(() => new Map<string, Uint8Array>());
   const fp = footprintOf(files, o.hostLocalDataDir);
+  // Read before anything goes: a record a newer cni-driver wrote is not ours to interpret.
+  const plugins = refusingUnknownFormat(() => readInstalled(o.hostCniBinDir));
   const pods = await attachedPods(o, fp.bridges);
   if (pods.length > 0 && !o.force)
     throw new UninstallRefused(
@@ -154,7 +174,6 @@ export async function uninstall(o: UninstallOptions): Promise<string[]> {
   // Runtimes stop calling the shim first: then nothing makes a pod while the rest goes.
   const conflist = join(o.hostCniConfDir, HOST_CONFLIST_NAME);
   did(await gone(() => unlink(conflist)), conflist);
-  const plugins = await readInstalled(o.hostCniBinDir);
   for (const name of [SHIM_TYPE, ...plugins, INSTALLED_RECORD]) {
     const path = join(o.hostCniBinDir, name);
     did(await gone(() => unlink(path)), path);
