@@ -24,12 +24,15 @@ import { REFERENCE_PLUGIN_DIR } from "./requirements.js";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
-/** The Node flags of the driver's shebang (src/driver/cli.ts): the driver runs with them, as in the image. */
-export const DRIVER_NODE_FLAGS: readonly string[] = (
-  readFileSync(join(REPO_ROOT, "src/driver/cli.ts"), "utf8").split("\n")[0] ?? ""
-)
-  .split(/\s+/)
-  .filter((a) => a.startsWith("--"));
+/** The Node flags of a package's driver shebang (src/driver/cli.ts): the driver runs with them, as in the image. */
+function driverNodeFlags(packageRoot: string): string[] {
+  return (readFileSync(join(packageRoot, "src/driver/cli.ts"), "utf8").split("\n")[0] ?? "")
+    .split(/\s+/)
+    .filter((a) => a.startsWith("--"));
+}
+
+/** The Node flags of this checkout's driver. */
+export const DRIVER_NODE_FLAGS: readonly string[] = driverNodeFlags(REPO_ROOT);
 
 export interface DriverCommand {
   node: string;
@@ -40,14 +43,21 @@ export interface DriverCommand {
 /**
  * How a test runs `cni-driver <args>`: the sources through tsx on the test's
  * own Node, or with `nodeBinary` the compiled `dist/` on that Node (as the image
- * does). The environment is the test's, less NODE_EXTRA_CA_CERTS (it costs
- * every Node start ~60 ms).
+ * does). With `packageRoot` (another build of the package: a previous release,
+ * test/support/previous-release.ts) that build's compiled `dist/`, on
+ * `nodeBinary` or the test's own Node. The environment is the test's, less
+ * NODE_EXTRA_CA_CERTS (it costs every Node start ~60 ms).
  */
-export function driverCommand(args: readonly string[], nodeBinary?: string): DriverCommand {
-  const entry = nodeBinary
-    ? [join(REPO_ROOT, "dist/src/driver/cli.js")]
-    : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
-  entry.unshift(...DRIVER_NODE_FLAGS);
+export function driverCommand(
+  args: readonly string[],
+  nodeBinary?: string,
+  packageRoot?: string,
+): DriverCommand {
+  const entry =
+    nodeBinary || packageRoot
+      ? [join(packageRoot ?? REPO_ROOT, "dist/src/driver/cli.js")]
+      : ["--import", "tsx", join(REPO_ROOT, "src/driver/cli.ts")];
+  entry.unshift(...(packageRoot ? driverNodeFlags(packageRoot) : DRIVER_NODE_FLAGS));
   const env = { ...process.env };
   delete env.NODE_EXTRA_CA_CERTS;
   // The suites choose the host-local mode by flag (none: the default); an env twin must not.
@@ -58,11 +68,11 @@ export function driverCommand(args: readonly string[], nodeBinary?: string): Dri
 /** Runs `cni-driver <args>` to its end (killed after `timeoutMs`): a client command, install-cni. */
 export function runDriverCli(
   args: readonly string[],
-  opts: { nodeBinary?: string; timeoutMs?: number } = {},
+  opts: { nodeBinary?: string; timeoutMs?: number; packageRoot?: string } = {},
 ): { status: number | null; stdout: string; stderr: string } {
-  const c = driverCommand(args, opts.nodeBinary);
+  const c = driverCommand(args, opts.nodeBinary, opts.packageRoot);
   const r = execaSync(c.node, c.args, {
-    cwd: REPO_ROOT,
+    cwd: opts.packageRoot ?? REPO_ROOT,
     env: c.env,
     extendEnv: false,
     timeout: patient(opts.timeoutMs ?? 30_000),
@@ -115,6 +125,13 @@ export interface HarnessOptions {
    * image does, instead of the sources through tsx on the test's own Node.
    */
   nodeBinary?: string;
+  /**
+   * Runs the compiled driver of another build of the package instead (a previous
+   * release: test/support/previous-release.ts). Set between a stop and a start, it
+   * switches the harness's socket, config, state and cache to that build, as a
+   * DaemonSet's rolling update does.
+   */
+  driverRoot?: string;
   /**
    * Runs the driver inside this network namespace (a name under /run/netns), a
    * throwaway "node": what it does to its own namespace happens there.
@@ -224,6 +241,13 @@ export class DriverHarness {
     );
   }
 
+  /** The container ids holding host-local's leases of the harness network (each lease file's first line). */
+  leaseHolders(network = this.network): string[] {
+    return this.leases(network).map(
+      (ip) => readFileSync(join(this.dataDir, network, ip), "utf8").split(/\r?\n/)[0] ?? "",
+    );
+  }
+
   /** Queues pod `i`'s DEL as the shim does when the driver cannot take it: naming no network. */
   queueDeletion(i: number | string): void {
     queueDeletion(this.stateDir, {
@@ -329,6 +353,7 @@ export class DriverHarness {
         ...(this.opts.extraFlags ?? []),
       ],
       this.opts.nodeBinary,
+      this.opts.driverRoot,
     );
   }
 
@@ -343,7 +368,7 @@ export class DriverHarness {
       : serve;
     const env = serve.env;
     const child = spawn(node, args, {
-      cwd: REPO_ROOT,
+      cwd: this.opts.driverRoot ?? REPO_ROOT,
       env,
       stdio: ["ignore", "ignore", "pipe"],
     });
