@@ -315,11 +315,14 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     await eventually(() => udp(a1, "10.96.1.53", 53, 40_053).startsWith("a2"), "the UDP Service");
     slice("dns", [{ ip: b().pod, node: "node-b" }], ports);
     await eventually(() => table(a()).includes(`${b().pod}:${UDP_PORT}`), "the new endpoint");
+    // The sync removes the stale flow right after it writes the rules: wait for the
+    // whole sync, not just the rules (without the removal this waits in vain).
+    const flows = () =>
+      inNs(a().node.netns, ["conntrack", "-L", "-p", "udp", "--orig-dst", "10.96.1.53"]).stdout;
+    await eventually(() => !flows().includes(`src=${a2} `), "the flow to the old endpoint gone");
     // a2 still answers: only the stale flow's removal sends this datagram to b1.
     expect(udp(a1, "10.96.1.53", 53, 40_053)).to.equal(`b1 ${a().pod}`);
     // A deleted Service takes its flows with it.
-    const flows = () =>
-      inNs(a().node.netns, ["conntrack", "-L", "-p", "udp", "--orig-dst", "10.96.1.53"]).stdout;
     expect(flows()).to.include("dport=53");
     server.remove("services", NS, "dns");
     await eventually(() => !flows().includes("dport=53"), "the deleted Service's UDP flows gone");
