@@ -96,3 +96,27 @@ export function formatRange(range: Range, family: IpFamily): string {
   const [s, e] = range;
   return s === e ? bigIntToIp(s, family) : `${bigIntToIp(s, family)}-${bigIntToIp(e, family)}`;
 }
+
+/**
+ * A range as the fewest CIDRs that cover exactly it (largest aligned blocks
+ * first): for datapaths whose matches take a prefix, not an interval.
+ */
+export function rangeCidrs(range: Range, family: IpFamily): string[] {
+  const width = WIDTH[family];
+  const out: string[] = [];
+  let [s] = range;
+  const [, e] = range;
+  while (s <= e) {
+    // The largest block aligned at s that does not pass e.
+    let host = 0n;
+    while (
+      host < width &&
+      (s & ((1n << (host + 1n)) - 1n)) === 0n &&
+      s + (1n << (host + 1n)) - 1n <= e
+    )
+      host++;
+    out.push(`${bigIntToIp(s, family)}/${width - host}`);
+    s += 1n << host;
+  }
+  return out;
+}

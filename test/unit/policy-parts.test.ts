@@ -11,6 +11,7 @@ import {
   formatRange,
   ipBlockProblem,
   type Range,
+  rangeCidrs,
   rangesContain,
 } from "../../src/policy/addresses.js";
 import {
@@ -1185,5 +1186,24 @@ describe("policy/model: namedTargetChunks", () => {
     expect(after[0]).to.equal(before[0]);
     expect(after[1]).to.not.equal(before[1]);
     expect(m.namedTargets("x/p/egress/0", names).map((t) => t.ip)).to.include("10.0.2.3");
+  });
+});
+
+describe("policy addresses: a range as CIDRs", () => {
+  it("covers exactly the range with the fewest aligned blocks", () => {
+    const r = (a: string, b: string) =>
+      addressRanges([], [{ cidr: `${a}/32` }, { cidr: `${b}/32` }]);
+    expect(rangeCidrs([167772161n, 167772166n], 4)).to.deep.equal([
+      "10.0.0.1/32",
+      "10.0.0.2/31",
+      "10.0.0.4/31",
+      "10.0.0.6/32",
+    ]);
+    expect(rangeCidrs([0n, 2n ** 32n - 1n], 4)).to.deep.equal(["0.0.0.0/0"]);
+    expect(rangeCidrs([2n ** 127n, 2n ** 127n + 255n], 6)).to.deep.equal(["8000::/120"]);
+    expect(r("10.0.0.1", "10.0.0.2").v4.flatMap((x) => rangeCidrs(x, 4))).to.deep.equal([
+      "10.0.0.1/32",
+      "10.0.0.2/32",
+    ]);
   });
 });
