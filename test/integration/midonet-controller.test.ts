@@ -22,17 +22,20 @@ import type { DesiredState } from "../../src/midonet/mapping/desired-state.js";
 import { nodeIds } from "../../src/midonet/mapping/node.js";
 import { podPortId } from "../../src/midonet/mapping/pod.js";
 import { servicePortChainId } from "../../src/midonet/mapping/service.js";
+import type { Port } from "../../src/midonet/resources.js";
 import { find, parseExposition } from "../support/exposition.js";
 import {
   type FakeKubeApiServer,
   type KubeObject,
   startFakeKubeApiServer,
 } from "../support/fake-kube-apiserver.js";
+import { chainsHeld, MidonetFilterPath } from "../support/midonet-chain-evaluator.js";
 import {
   duplicateCreates,
   expectTopology,
   HOSTS,
   pod,
+  podIp,
   slice,
   TENANT,
   topologyOf,
@@ -276,8 +279,8 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     expect(binding?.hostId).to.equal(HOSTS.node3);
   });
 
-  it("a controller restarted against a converged MidoNet reads and writes nothing", async () => {
-    populate();
+  /** Converges a controller on what the API server holds, stops it, and restarts another: it must read and write nothing. */
+  async function expectRestartWritesNothing(): Promise<void> {
     const a = await start("a");
     await convergedTopology();
     await until(() => a.status().converged, "convergence");
@@ -288,6 +291,11 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     await pause(200);
     expect(writes()).to.deep.equal([]);
     expect(sim.calls.filter((x) => x.method === "GET").length).to.be.greaterThan(0);
+  }
+
+  it("a controller restarted against a converged MidoNet reads and writes nothing", async () => {
+    populate();
+    await expectRestartWritesNothing();
   });
 
   it("killed (SIGKILL) midway and restarted as a process: it converges with no duplicate writes", async () => {
@@ -522,5 +530,105 @@ describe("midonet controller (fake kube-apiserver + MidoNet simulator)", functio
     expect(
       await metricValue(a, "midonet_controller_kube_errors_total", { op: "watch-pods" }),
     ).to.be.greaterThan(0);
+  });
+
+  describe("NetworkPolicy as port filters", () => {
+    const cfg = mapCluster({}, { tenant: TENANT }).config;
+
+    /** Whether a TCP connection from one pod of the cluster to another gets through the chains MidoNet holds, and its reply back. */
+    function reaches(from: number, to: number, port: number): boolean {
+      const snapshot = sim.snapshot();
+      const path = new MidonetFilterPath(chainsHeld(snapshot));
+      const portOf = (i: number) => {
+        const id = podPortId(cfg, "default", `web-${i}`);
+        return snapshot.ports.find((p) => p.id === id) as Port;
+      };
+      const r = path.connect(
+        {
+          dlType: 0x0800,
+          src: podIp(from),
+          dst: podIp(to),
+          nwProto: 6,
+          tpSrc: 40_000,
+          tpDst: port,
+        },
+        portOf(from),
+        portOf(to),
+      );
+      return r.forward && r.reply;
+    }
+
+    const clientsOnly = (...extra: object[]): KubeObject =>
+      ({
+        metadata: { namespace: "default", name: "clients-to-web-0" },
+        spec: {
+          podSelector: { matchLabels: { app: "web", role: "server" } },
+          ingress: [
+            {
+              from: [{ podSelector: { matchLabels: { role: "client" } } }, ...extra],
+              ports: [{ port: 80 }],
+            },
+          ],
+        },
+      }) as unknown as KubeObject;
+    const relabel = (i: number, labels: Record<string, string>) =>
+      kube.put("pods", {
+        ...pod(i),
+        metadata: { ...pod(i).metadata, labels },
+      } as unknown as KubeObject);
+
+    it("the chains MidoNet holds let through what the policies allow, and follow policy and label changes", async () => {
+      populate();
+      relabel(0, { app: "web", role: "server" });
+      kube.put("networkpolicies", clientsOnly());
+      const a = await start("a");
+      await convergedTopology();
+      await until(() => a.status().converged, "convergence");
+      expect(reaches(1, 0, 80), "web-1 (no role) → web-0").to.equal(false);
+      expect(reaches(0, 1, 80), "web-0 → web-1 (not isolated)").to.equal(true);
+      // A pod label makes web-1 a client: one peer rule more, nothing else rewritten.
+      sim.clearCalls();
+      relabel(1, { app: "web", role: "client" });
+      await convergedTopology();
+      expect(
+        writes().map(
+          (w) =>
+            `${w.method} ${w.path.replace(/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}/g, "{id}")}`,
+        ),
+      ).to.deep.equal(["POST /chains/{id}/rules"]);
+      expect(reaches(1, 0, 80), "web-1 (client) → web-0:80").to.equal(true);
+      expect(reaches(1, 0, 81), "web-1 (client) → web-0:81").to.equal(false);
+      expect(reaches(2, 0, 80), "web-2 → web-0").to.equal(false);
+      // The policy gains a peer by namespace label: every pod of the labelled namespace.
+      kube.put("namespaces", {
+        metadata: { name: "default", labels: { team: "web" } },
+      } as unknown as KubeObject);
+      kube.put(
+        "networkpolicies",
+        clientsOnly({ namespaceSelector: { matchLabels: { team: "web" } } }),
+      );
+      await convergedTopology();
+      expect(reaches(2, 0, 80), "web-2 (in the team's namespace) → web-0").to.equal(true);
+      // Deleted, the policy leaves no chain behind and the port no filter.
+      kube.remove("networkpolicies", "default", "clients-to-web-0");
+      await convergedTopology();
+      expect(
+        sim
+          .snapshot()
+          .chains.map((c) => c.name)
+          .filter((n) => n?.startsWith("KUBE-NP")),
+      ).to.deep.equal([]);
+      expect(reaches(1, 0, 81)).to.equal(true);
+    });
+
+    it("a controller restarted with policies in force reads and writes nothing", async () => {
+      populate();
+      relabel(0, { app: "web", role: "server" });
+      relabel(1, { app: "web", role: "client" });
+      kube.put("networkpolicies", clientsOnly());
+      await expectRestartWritesNothing();
+      const npChains = sim.snapshot().chains.filter((c) => c.name?.startsWith("KUBE-NP"));
+      expect(npChains.length, "the policy's chains").to.be.greaterThan(0);
+    });
   });
 });

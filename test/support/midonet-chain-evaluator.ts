@@ -187,3 +187,14 @@ export class MidonetFilterPath {
     return { forward, reply: this.send(reply, to, from) };
   }
 }
+
+/** The chains a MidoNet (the simulator's snapshot of it) holds, each in position order. */
+export function chainsHeld(held: { rules: readonly Rule[] }): ChainSource {
+  const byChain = new Map<string, Rule[]>();
+  for (const r of [...held.rules].sort((a, b) => (a.position ?? 0) - (b.position ?? 0))) {
+    const list = byChain.get(r.chainId as string) ?? [];
+    list.push(r);
+    byChain.set(r.chainId as string, list);
+  }
+  return { rules: (chainId) => byChain.get(chainId) ?? [] };
+}

@@ -31,6 +31,8 @@ export function desiredOf(kube: FakeKubeApiServer): DesiredState {
   return mapCluster(
     {
       nodes: kube.list("nodes") as unknown as Node[],
+      namespaces: kube.list("namespaces"),
+      networkPolicies: kube.list("networkpolicies"),
       pods: kube.list("pods") as unknown as Pod[],
       services: kube.list("services") as unknown as Service[],
       endpointSlices: kube.list("endpointslices") as unknown as EndpointSlice[],

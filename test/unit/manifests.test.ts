@@ -836,8 +836,12 @@ describe("manifests (daemonset/ and configmap/)", () => {
           "core/pods: watch",
           "core/services: list",
           "core/services: watch",
+          "core/namespaces: list",
+          "core/namespaces: watch",
           "discovery.k8s.io/endpointslices: list",
           "discovery.k8s.io/endpointslices: watch",
+          "networking.k8s.io/networkpolicies: list",
+          "networking.k8s.io/networkpolicies: watch",
         ].sort(),
       );
       expect(JSON.stringify(role.rules)).to.not.include("*");

@@ -1,7 +1,8 @@
 /**
  * The MidoNet controller: Kubernetes objects in, MidoNet topology out.
  *
- *   informers (Nodes, Pods, Services, EndpointSlices)  ── every replica
+ *   informers (Nodes, Pods, Services, EndpointSlices,
+ *              Namespaces, NetworkPolicies)           ── every replica
  *        │ add / update / delete
  *        ▼
  *   ClusterMapper (pure): the desired state, and the keys each event changed

@@ -1,5 +1,6 @@
 /**
- * The kinds the controller maps (Nodes, Pods, Services, EndpointSlices), each
+ * The kinds the controller maps (Nodes, Pods, Services, EndpointSlices, and for
+ * NetworkPolicy the Namespaces and NetworkPolicies), each
  * followed through the common list-watch (src/common/list-watch.ts), and each
  * change handed to the mapping as one named change.
  */
@@ -8,7 +9,10 @@ import {
   DiscoveryV1Api,
   type KubeConfig,
   type KubernetesObject,
+  NetworkingV1Api,
   type V1EndpointSlice,
+  type V1Namespace,
+  type V1NetworkPolicy,
   type V1Node,
   type V1Pod,
   type V1Service,
@@ -46,11 +50,14 @@ export class ClusterInformers {
   readonly pods: ListWatch<V1Pod>;
   readonly services: ListWatch<V1Service>;
   readonly slices: ListWatch<V1EndpointSlice>;
+  readonly namespaces: ListWatch<V1Namespace>;
+  readonly policies: ListWatch<V1NetworkPolicy>;
   private readonly all: [string, ListWatch<KubernetesObject>][];
 
   constructor(private readonly o: ClusterInformersOptions) {
     const core = o.kubeConfig.makeApiClient(CoreV1Api);
     const discovery = o.kubeConfig.makeApiClient(DiscoveryV1Api);
+    const networking = o.kubeConfig.makeApiClient(NetworkingV1Api);
     const m = o.mapper;
     this.nodes = this.informer(
       "nodes",
@@ -88,11 +95,29 @@ export class ClusterInformers {
         (ns, name) => m.deleteEndpointSlice(ns, name),
       ),
     );
+    this.namespaces = this.informer(
+      "namespaces",
+      "/api/v1/namespaces",
+      () => core.listNamespace(),
+      this.namespaceHandlers(),
+    );
+    this.policies = this.informer(
+      "networkpolicies",
+      "/apis/networking.k8s.io/v1/networkpolicies",
+      () => networking.listNetworkPolicyForAllNamespaces(),
+      this.namespaced<V1NetworkPolicy>(
+        "NetworkPolicy",
+        (p) => m.upsertNetworkPolicy(p),
+        (ns, name) => m.deleteNetworkPolicy(ns, name),
+      ),
+    );
     this.all = [
       ["nodes", this.nodes],
       ["pods", this.pods],
       ["services", this.services],
       ["endpointslices", this.slices],
+      ["namespaces", this.namespaces],
+      ["networkpolicies", this.policies],
     ] as [string, ListWatch<KubernetesObject>][];
   }
 
@@ -154,6 +179,17 @@ export class ClusterInformers {
         this.o.feed(`Node/${nameOf(n)}`, () => this.o.mapper.deleteNode(nameOf(n)));
         this.o.nodeEvent(nameOf(n), true);
       },
+    };
+  }
+
+  private namespaceHandlers(): ListWatchHandlers<V1Namespace> {
+    const changed = (n: V1Namespace) =>
+      this.o.feed(`Namespace/${nameOf(n)}`, () => this.o.mapper.upsertNamespace(n));
+    return {
+      add: changed,
+      update: changed,
+      delete: (n) =>
+        this.o.feed(`Namespace/${nameOf(n)}`, () => this.o.mapper.deleteNamespace(nameOf(n))),
     };
   }
 

@@ -2,7 +2,8 @@
  * The mapping of a whole cluster, kept up to date one event at a time.
  *
  * `mapCluster` translates every object at once; a ClusterMapper then takes
- * watch events (upsert/delete of a Node, Pod, Service or EndpointSlice) and
+ * watch events (upsert/delete of a Node, Pod, Service, EndpointSlice, and of the
+ * Namespaces and NetworkPolicies NetworkPolicy needs) and
  * answers each with the resources that changed. It holds what crosses objects:
  * a pod's binding needs its node's MidoNet host, so a node whose host changes
  * re-maps the pods on it; a Service's rules need all of its EndpointSlices, so
@@ -10,7 +11,13 @@
  */
 import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
 import { DesiredState } from "./desired-state.js";
-import { compareForCreation, noChanges, type ResourceChanges, sortForDeletion } from "./diff.js";
+import {
+  appendChanges,
+  mergeChanges,
+  noChanges,
+  type ResourceChanges,
+  sortChanges,
+} from "./diff.js";
 import { mapGlobal } from "./global.js";
 import {
   type EndpointSlice,
@@ -29,33 +36,16 @@ import {
 } from "./model.js";
 import { mapNode, nodeHostId } from "./node.js";
 import { mapPod, type PodNodeInfo } from "./pod.js";
+import { type PolicyChanges, PolicyMapper } from "./policy-mapper.js";
 import { mapService } from "./service.js";
 
 export interface ClusterInput {
   nodes?: readonly Node[];
+  namespaces?: readonly unknown[];
+  networkPolicies?: readonly unknown[];
   pods?: readonly Pod[];
   services?: readonly Service[];
   endpointSlices?: readonly EndpointSlice[];
-}
-
-function append(into: ResourceChanges, more: ResourceChanges): void {
-  for (const r of more.create) into.create.push(r);
-  for (const u of more.update) into.update.push(u);
-  for (const r of more.delete) into.delete.push(r);
-}
-
-function sortChanges(changes: ResourceChanges): ResourceChanges {
-  changes.create.sort(compareForCreation);
-  changes.update.sort((x, y) => compareForCreation(x.after, y.after));
-  sortForDeletion(changes.delete);
-  return changes;
-}
-
-/** Appends `more` to `into`, keeping each list in its apply order. */
-export function mergeChanges(into: ResourceChanges, more: ResourceChanges): ResourceChanges {
-  if (more.create.length + more.update.length + more.delete.length === 0) return into;
-  append(into, more);
-  return sortChanges(into);
 }
 
 function sameNodeInfo(a: PodNodeInfo | undefined, b: PodNodeInfo | undefined): boolean {
@@ -76,6 +66,8 @@ function nodeInfo(node: Node, mapping: ObjectMapping): PodNodeInfo {
 export class ClusterMapper {
   readonly config: ResolvedConfig;
   readonly state = new DesiredState();
+  /** NetworkPolicy as port filters: its model and chains (policy-mapper.ts). */
+  readonly policy: PolicyMapper;
   private readonly nodes = new Map<string, PodNodeInfo>();
   /** node name → pod key → pod: the pods to re-map when their node's host changes. */
   private readonly podsByNode = new Map<string, Map<string, Pod>>();
@@ -94,6 +86,7 @@ export class ClusterMapper {
   constructor(config: MappingConfig | ResolvedConfig) {
     this.config = resolveConfig(config);
     this.state.load([mapGlobal(this.config)]);
+    this.policy = new PolicyMapper(this.state, this.config);
   }
 
   /** Every object's warnings, by owner. */
@@ -135,7 +128,8 @@ export class ClusterMapper {
     } else {
       this.podNode.delete(key);
     }
-    return this.state.apply(mapPod(pod, this.config, this.nodeOf));
+    const policy = this.policy.upsertPod(pod);
+    return mergeChanges(policy.changes, this.state.apply(this.mapPodNow(pod)));
   }
 
   deletePod(namespace: string, name: string): ResourceChanges {
@@ -145,7 +139,40 @@ export class ClusterMapper {
       this.forgetPodOnNode(nodeName, key);
       this.podNode.delete(key);
     }
-    return this.state.remove(podOwner(namespace, name));
+    const changes = this.state.remove(podOwner(namespace, name));
+    return mergeChanges(changes, this.policy.deletePod(namespace, name).changes);
+  }
+
+  upsertNetworkPolicy(policy: unknown): ResourceChanges {
+    return this.withPorts(this.policy.upsertPolicy(policy));
+  }
+
+  deleteNetworkPolicy(namespace: string, name: string): ResourceChanges {
+    return this.withPorts(this.policy.deletePolicy(namespace, name));
+  }
+
+  upsertNamespace(namespace: unknown): ResourceChanges {
+    return this.withPorts(this.policy.upsertNamespace(namespace));
+  }
+
+  deleteNamespace(name: string): ResourceChanges {
+    return this.withPorts(this.policy.deleteNamespace(name));
+  }
+
+  /** A policy event's changes, with the ports whose filters it turned on or off re-mapped. */
+  private withPorts(p: PolicyChanges): ResourceChanges {
+    for (const key of p.ports) {
+      const nodeName = this.podNode.get(key);
+      const pod = nodeName === undefined ? undefined : this.podsByNode.get(nodeName)?.get(key);
+      if (pod) appendChanges(p.changes, this.state.apply(this.mapPodNow(pod)));
+    }
+    return sortChanges(p.changes);
+  }
+
+  /** The pod's mapping with its node and its port filters as they are now. */
+  private mapPodNow(pod: Pod): ObjectMapping {
+    const { namespace, name } = pod.metadata;
+    return mapPod(pod, this.config, this.nodeOf, this.policy.filtersOf(namespace, name));
   }
 
   upsertService(service: Service): ResourceChanges {
@@ -231,6 +258,11 @@ export class ClusterMapper {
       this.services.set(key, service);
       mappings.push(mapService(service, this.slicesOf(key), this.config));
     }
+    // NetworkPolicy goes through the policy mapper's own events: its chains are in
+    // the state before the pods' ports name them.
+    for (const ns of input.namespaces ?? []) this.policy.upsertNamespace(ns);
+    for (const np of input.networkPolicies ?? []) this.policy.upsertPolicy(np);
+    for (const pod of input.pods ?? []) this.policy.upsertPod(pod);
     for (const pod of input.pods ?? []) {
       const key = namespacedName(pod.metadata);
       const nodeName = pod.spec?.nodeName;
@@ -243,7 +275,7 @@ export class ClusterMapper {
         pods.set(key, pod);
         this.podNode.set(key, nodeName);
       }
-      mappings.push(mapPod(pod, this.config, this.nodeOf));
+      mappings.push(this.mapPodNow(pod));
     }
     this.state.load(mappings);
   }
@@ -268,7 +300,7 @@ export class ClusterMapper {
   private remapPodsOf(nodeName: string): ResourceChanges {
     const changes = noChanges();
     for (const pod of this.podsByNode.get(nodeName)?.values() ?? []) {
-      append(changes, this.state.apply(mapPod(pod, this.config, this.nodeOf)));
+      appendChanges(changes, this.state.apply(this.mapPodNow(pod)));
     }
     return sortChanges(changes);
   }

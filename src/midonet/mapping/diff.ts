@@ -124,3 +124,25 @@ export function diffMappings(
   sortForDeletion(changes.delete);
   return changes;
 }
+
+/** Appends `more` to `into`, leaving the order to a sortChanges after the last append. */
+export function appendChanges(into: ResourceChanges, more: ResourceChanges): void {
+  for (const r of more.create) into.create.push(r);
+  for (const u of more.update) into.update.push(u);
+  for (const r of more.delete) into.delete.push(r);
+}
+
+/** Puts each list in its apply order. */
+export function sortChanges(changes: ResourceChanges): ResourceChanges {
+  changes.create.sort(compareForCreation);
+  changes.update.sort((x, y) => compareForCreation(x.after, y.after));
+  sortForDeletion(changes.delete);
+  return changes;
+}
+
+/** Appends `more` to `into`, keeping each list in its apply order. */
+export function mergeChanges(into: ResourceChanges, more: ResourceChanges): ResourceChanges {
+  if (more.create.length + more.update.length + more.delete.length === 0) return into;
+  appendChanges(into, more);
+  return sortChanges(into);
+}

@@ -2,7 +2,8 @@
  * A Pod maps to a port on its node's bridge, bound to the pod's host veth on the
  * node's MidoNet host (docs/midonet.md; midonet-kubernetes pkg/converter/pod):
  *
- *   Port               IDForKey("Pod", "<ns>/<name>") on bridge IDForKey("Node", nodeName)
+ *   Port               IDForKey("Pod", "<ns>/<name>") on bridge IDForKey("Node", nodeName),
+ *                      with the NetworkPolicy filters of an isolated pod (network-policy.ts)
  *   HostInterfacePort  {hostId of the node, the port, "mido" + sha1("<ns>/<name>")[:11]}
  *   MacPort            with the midonet.org/mac-address annotation: the pod's MAC on its port
  *   IP4Mac             with that annotation, for each IPv4 pod address: ARP answered by the bridge
@@ -40,10 +41,15 @@ export function podPortId(config: ResolvedConfig, namespace: string, name: strin
   return idForKey(config.tenant, "Pod", `${namespace}/${name}`, config.version);
 }
 
+/**
+ * `filters`: the chains NetworkPolicy puts on the pod's port (network-policy.ts),
+ * mapped apart from the pod since policies change them, not the pod.
+ */
 export function mapPod(
   pod: Pod,
   config: MappingConfig | ResolvedConfig,
   nodeOf: PodNodeLookup,
+  filters: { inboundFilterId?: string; outboundFilterId?: string } = {},
 ): ObjectMapping {
   const c = resolveConfig(config);
   const { namespace, name } = pod.metadata;
@@ -58,8 +64,12 @@ export function mapPod(
   const node = nodeOf(nodeName);
   const bridge = node?.bridgeId ?? nodeBridgeId(c, nodeName);
   const port = b.add(
-    { kind: "Port", parentId: bridge, body: { id: podPortId(c, namespace, name), type: "Bridge" } },
-    [bridge],
+    {
+      kind: "Port",
+      parentId: bridge,
+      body: { id: podPortId(c, namespace, name), type: "Bridge", ...filters },
+    },
+    [bridge, ...Object.values(filters)],
   );
 
   if (node?.hostId) {

@@ -116,6 +116,13 @@ export class Body {
     return v as T;
   }
 
+  bool(key: string): boolean | null {
+    if (!this.has(key)) return null;
+    const v = this.obj[key];
+    if (typeof v !== "boolean") this.fail(key, "must be true or false");
+    return v;
+  }
+
   int(key: string, min: number, max: number, required = false): number | null {
     if (!this.has(key)) return required ? this.fail(key, "may not be null") : null;
     const v = this.obj[key];

@@ -23,6 +23,9 @@ const RULE_TYPES = [
 const NAT_RULE_TYPES = ["dnat", "snat", "rev_dnat", "rev_snat"];
 const FORWARD_NAT_RULE_TYPES = ["dnat", "snat"];
 const CONDITION_FIELDS = [
+  // Condition.java: ask the connection tracker (NetworkPolicy's return flows).
+  "matchForwardFlow",
+  "matchReturnFlow",
   "dlType",
   "nwProto",
   "nwSrcAddress",
@@ -59,6 +62,9 @@ function parseConditions(body: Body): Record<string, unknown> {
   const put = (key: string, v: unknown) => {
     if (v !== null) fields[key] = v;
   };
+  // Booleans default to false in Condition.java: false is stored as absent.
+  for (const key of ["matchForwardFlow", "matchReturnFlow"])
+    if (body.bool(key) === true) fields[key] = true;
   put("dlType", validated(body, "dlType", 0x0600, 0xffff));
   put("nwProto", body.int("nwProto", 0, 255));
   put("nwSrcAddress", body.ipv4("nwSrcAddress"));
