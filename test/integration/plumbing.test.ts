@@ -556,11 +556,18 @@ describe("plumbing: netlink specifics (root)", function () {
       import { readdirSync, readFileSync, readlinkSync } from "node:fs";
       ${importNetlink}
       const threads = () => Number(/^Threads:\\s+(\\d+)$/m.exec(readFileSync("/proc/self/status", "utf8"))[1]);
-      // The sockets and netns files open: what the worker opens. Node itself opens and
-      // closes other fds of its own around start-up (Node 24 does), so those are not counted.
-      const fds = () => readdirSync("/proc/self/fd").filter((fd) => {
-        try { return /^(socket|net):/.test(readlinkSync("/proc/self/fd/" + fd)); } catch { return false; }
-      }).length;
+      // The netlink sockets and netns files open: what the worker opens. Node opens and
+      // closes fds of its own (pipes, other sockets) around start-up, which are not counted.
+      const netlinkInodes = () => new Set(readFileSync("/proc/self/net/netlink", "utf8").trim().split("\\n").slice(1).map((l) => l.trim().split(/\\s+/).at(-1)));
+      const fds = () => {
+        const inodes = netlinkInodes();
+        return readdirSync("/proc/self/fd").filter((fd) => {
+          try {
+            const target = readlinkSync("/proc/self/fd/" + fd);
+            return target.startsWith("net:") || inodes.has(/^socket:\\[(\\d+)\\]$/.exec(target)?.[1]);
+          } catch { return false; }
+        }).length;
+      };
       const until = async (what, ok) => {
         const tries = 400 * Number(process.env.CNI_DRIVER_TEST_PATIENCE || 1);
         for (let i = 0; i < tries; i++) { if (ok()) return; await new Promise((r) => setTimeout(r, 50)); }

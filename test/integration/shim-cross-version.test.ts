@@ -10,6 +10,7 @@
  * network namespaces, host-local's lease files, stdin built from the host
  * conflist the driver wrote (test/support/shim-runtime.ts).
  */
+import { existsSync } from "node:fs";
 import { expect } from "chai";
 import { DriverHarness, REPO_ROOT } from "../support/driver-harness.js";
 import { createNetns, deleteNetns, execInNetns, linkIn, listHostLinks } from "../support/netns.js";
@@ -27,6 +28,7 @@ import {
   ShimRuntime,
   type ShimVerb,
 } from "../support/shim-runtime.js";
+import { until } from "../support/until.js";
 
 const RESULT_VERSIONS = ["0.3.1", "0.4.0", "1.0.0", "1.1.0"] as const;
 
@@ -70,6 +72,8 @@ for (const pairing of PAIRINGS) {
       h.opts.extraFlags = rt.driverFlags;
       await h.writeDefaultConfig();
       await h.start();
+      // The driver writes the host conflist just after it reports ready, as a runtime finds it.
+      await until(() => existsSync(rt.conflistPath), "the host conflist");
     });
 
     after(async () => {

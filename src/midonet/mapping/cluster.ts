@@ -260,9 +260,7 @@ export class ClusterMapper {
     }
     // NetworkPolicy goes through the policy mapper's own events: its chains are in
     // the state before the pods' ports name them.
-    for (const ns of input.namespaces ?? []) this.policy.upsertNamespace(ns);
-    for (const np of input.networkPolicies ?? []) this.policy.upsertPolicy(np);
-    for (const pod of input.pods ?? []) this.policy.upsertPod(pod);
+    this.policy.load(input.namespaces ?? [], input.networkPolicies ?? [], input.pods ?? []);
     for (const pod of input.pods ?? []) {
       const key = namespacedName(pod.metadata);
       const nodeName = pod.spec?.nodeName;
