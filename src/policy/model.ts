@@ -231,6 +231,11 @@ export class PolicyModel {
     return this.podsByNamespace.get(namespace)?.get(name);
   }
 
+  /** A policy as the model holds it. */
+  policy(namespace: string, name: string): NetworkPolicy | undefined {
+    return this.policies.get(podKey(namespace, name))?.policy;
+  }
+
   /** Whether any policy exists in the namespace (a pod there whose labels are unknown may be isolated). */
   hasPolicies(namespace: string): boolean {
     return (this.policiesByNamespace.get(namespace)?.size ?? 0) > 0;

@@ -12,11 +12,7 @@
 import { expect } from "chai";
 import { resolveConfig } from "../../src/midonet/mapping/config.js";
 import { DesiredState } from "../../src/midonet/mapping/desired-state.js";
-import {
-  mapClusterPolicy,
-  mapPodPolicy,
-  podPortFilters,
-} from "../../src/midonet/mapping/network-policy.js";
+import { PolicyMapper } from "../../src/midonet/mapping/policy-mapper.js";
 import { PROTOCOL_NUMBERS } from "../../src/midonet/mapping/service.js";
 import type { Rule } from "../../src/midonet/resources.js";
 import { PolicyModel } from "../../src/policy/model.js";
@@ -32,17 +28,20 @@ import {
 const CONFIG = resolveConfig({ tenant: "netpol-test" });
 const EPHEMERAL = 40_000;
 
-/** The cluster's mapped chains, as the reconciler would order them in MidoNet. */
-function chainsOf(model: PolicyModel, pods: Iterable<PolicyPod>): ChainSource {
+/** A model's pods mapped to chains, as the reconciler would order them in MidoNet. */
+function mapped(model: PolicyModel, pods: Iterable<PolicyPod>) {
   const state = new DesiredState();
-  state.load(mapClusterPolicy(model, pods, CONFIG));
-  return {
+  const mapper = new PolicyMapper(state, CONFIG, model);
+  mapper.mapPods(pods);
+  const chains: ChainSource = {
     rules: (chainId) => state.chainRules(chainId).map((key) => state.get(key)?.body as Rule),
   };
+  const filters = (pod: PolicyPod) => mapper.filtersOf(pod.namespace, pod.name);
+  return { state, mapper, chains, filters };
 }
 
 const midonetOracle: Oracle = (c: Cluster) => {
-  const chains = chainsOf(c.model, c.pods.values());
+  const { chains, filters } = mapped(c.model, c.pods.values());
   return (from, to, protocol, port, family) => {
     const src = c.get(from);
     const dst = c.get(to);
@@ -57,8 +56,8 @@ const midonetOracle: Oracle = (c: Cluster) => {
         tpSrc: EPHEMERAL,
         tpDst: port,
       },
-      podPortFilters(c.model, src, CONFIG),
-      podPortFilters(c.model, dst, CONFIG),
+      filters(src),
+      filters(dst),
     );
     return r.forward && r.reply;
   };
@@ -103,64 +102,48 @@ describe("MidoNet chains: how NetworkPolicy is mapped", () => {
     return model;
   }
 
-  /** The changes bringing `state` to the cluster's current mapping, applied. */
-  function remap(state: DesiredState, model: PolicyModel, pods: PolicyPod[]) {
-    const changes = { create: 0, update: 0, delete: 0, owners: new Set<string>() };
-    const mappings = mapClusterPolicy(model, pods, CONFIG);
-    const owners = new Set(mappings.map((m) => m.owner));
-    const gone = state
+  const chainNames = (state: DesiredState) =>
+    state
       .resources()
-      .filter((r) => !owners.has(r.owner))
-      .map((r) => r.owner);
-    for (const m of [
-      ...mappings.map((m) => state.apply(m)),
-      ...[...new Set(gone)].map((o) => state.remove(o)),
-    ])
-      for (const kind of ["create", "update", "delete"] as const) {
-        changes[kind] += m[kind].length;
-        for (const r of kind === "update" ? m.update.map((u) => u.after) : m[kind])
-          changes.owners.add(r.owner);
-      }
-    return changes;
-  }
+      .filter((r) => r.kind === "Chain")
+      .map((r) => (r.body as { name: string }).name)
+      .sort();
 
-  it("a pod no policy isolates has no filters and maps to nothing", () => {
+  it("a pod no policy isolates has no filters; pods with the same rules share one filter", () => {
+    const twin = pod("x", "server-2", "10.0.1.5", { app: "server" });
+    const model = modelWith(server, client, twin);
+    const { filters } = mapped(model, [server, client, twin]);
+    expect(filters(client)).to.deep.equal({});
+    const f = filters(server);
+    expect(f.inboundFilterId).to.be.a("string");
+    expect(f.outboundFilterId).to.be.a("string").and.not.equal(f.inboundFilterId);
+    expect(filters(twin)).to.deep.equal(f);
+  });
+
+  it("rules with the same peers share one peer chain; the egress side is the shared return-flows filter", () => {
     const model = modelWith(server, client);
-    expect(podPortFilters(model, client, CONFIG)).to.deep.equal({});
-    expect(mapPodPolicy(model, client, CONFIG).resources).to.deep.equal([]);
-    const filters = podPortFilters(model, server, CONFIG);
-    expect(filters.inboundFilterId).to.be.a("string");
-    expect(filters.outboundFilterId).to.be.a("string").and.not.equal(filters.inboundFilterId);
-  });
-
-  it("maps the same cluster to the same resources: a second mapping writes nothing", () => {
-    const pods = [server, { ...client, labels: { role: "client" } }, other];
-    const model = modelWith(...pods);
-    const state = new DesiredState();
-    const first = remap(state, model, pods);
-    expect(first.create).to.be.greaterThan(0);
-    const again = remap(state, model, pods);
-    expect([again.create, again.update, again.delete]).to.deep.equal([0, 0, 0]);
-  });
-
-  it("a new peer rewrites only the rule's peer chain, by one rule; the pods' filters stay", () => {
-    const before = [server, { ...client, labels: { role: "client" } }, other];
-    const model = modelWith(...before);
-    const state = new DesiredState();
-    remap(state, model, before);
-    const after = [server, before[1] as PolicyPod, { ...other, labels: { role: "client" } }];
-    model.upsertPod(after[2] as PolicyPod);
-    const changes = remap(state, model, after);
-    expect([changes.create, changes.update, changes.delete]).to.deep.equal([1, 0, 0]);
-    expect([...changes.owners]).to.deep.equal(["NetworkPolicyRule/x/clients-to-server/ingress/0"]);
+    model.upsertPolicy({
+      namespace: "x",
+      name: "clients-to-server-again",
+      podSelector: { matchLabels: { app: "server" } },
+      ingress: [
+        { peers: [{ podSelector: { matchLabels: { role: "client" } } }], ports: [{ port: 81 }] },
+      ],
+    });
+    const { state } = mapped(model, [server, client]);
+    const names = chainNames(state);
+    expect(names.filter((n) => n.startsWith("KUBE-NP-PEERS-"))).to.have.length(1);
+    expect(names.filter((n) => n === "KUBE-NP-RETURN-FLOWS")).to.have.length(1);
+    expect(names.filter((n) => n.startsWith("KUBE-NP-INGRESS-"))).to.have.length(1);
+    expect(names).to.have.length(3);
   });
 
   it("lets ARP through an isolated pod's filters both ways", () => {
     const pods = [server, client];
-    const model = modelWith(...pods);
-    const path = new MidonetFilterPath(chainsOf(model, pods));
+    const { chains, filters } = mapped(modelWith(...pods), pods);
+    const path = new MidonetFilterPath(chains);
     const arp = { dlType: 0x0806 };
-    const [s, c] = [podPortFilters(model, server, CONFIG), podPortFilters(model, client, CONFIG)];
+    const [s, c] = [filters(server), filters(client)];
     expect(path.send(arp, c, s), "client → server").to.equal(true);
     expect(path.send(arp, s, c), "server → client").to.equal(true);
     // While IPv4 from the same pod is refused: not a peer.
@@ -182,9 +165,8 @@ describe("MidoNet chains: how NetworkPolicy is mapped", () => {
 
   it("a reply gets back only for a connection that was let through", () => {
     const pods = [server, { ...client, labels: { role: "client" } }, other];
-    const model = modelWith(...pods);
-    const path = new MidonetFilterPath(chainsOf(model, pods));
-    const f = (p: PolicyPod) => podPortFilters(model, p, CONFIG);
+    const { chains, filters: f } = mapped(modelWith(...pods), pods);
+    const path = new MidonetFilterPath(chains);
     // A packet posing as the server's reply, with no connection behind it, meets the drop.
     const forged = {
       dlType: 0x0800,
@@ -219,11 +201,13 @@ describe("MidoNet chains: how NetworkPolicy is mapped", () => {
         },
       ],
     });
-    const mappings = mapClusterPolicy(model, [server, client], CONFIG);
-    const rule = mappings.find((m) => m.owner === "NetworkPolicyRule/x/blocks/ingress/0");
-    expect(rule?.warnings.map((w) => w.code)).to.deep.equal(["ipv6-not-mappable"]);
-    const peers = rule?.resources
-      .filter((r) => r.kind === "Rule")
+    const { state } = mapped(model, [server, client]);
+    const warned = state.warnings().filter((w) => w.code === "ipv6-not-mappable");
+    expect(warned.map((w) => w.message)).to.have.length(1);
+    const owner = warned[0]?.owner as string;
+    const peers = state
+      .resources()
+      .filter((r) => r.owner === owner && r.kind === "Rule")
       .map((r) => `${(r.body as Rule).nwSrcAddress}/${(r.body as Rule).nwSrcLength}`);
     expect(peers).to.deep.equal(["192.0.2.0/25"]);
   });

@@ -6,37 +6,41 @@
  * what the pod sends (its egress); its outbound filter sees what leaves
  * through it to the pod (its ingress).
  *
- *   Chain  SubID(pod port, "Policy Ingress")   the port's outboundFilterId
- *   Chain  SubID(pod port, "Policy Egress")    the port's inboundFilterId
- *          both only for a pod some policy isolates, in either direction:
- *          1  accept {matchReturnFlow}: replies of connections already let through
- *          2  accept {dlType 0x0806}: ARP, which NetworkPolicy does not govern
- *          in an isolated direction only, then:
- *          3… for each rule of each policy selecting the pod, for each of its ports
- *             (no ports: one line matching any), with {dlType 0x0800, nwProto, tpDst}:
- *             accept when the rule has no peers, else jump to the rule's peer chain;
- *             an egress rule's named ports: jump to its named-port chain
- *          last  drop
- *   Chain  IDForKey("NetworkPolicyPeers", rule id)       one per rule with peers
- *          accept {dlType 0x0800, nwSrc (ingress) | nwDst (egress) cidr} per peer CIDR
- *   Chain  IDForKey("NetworkPolicyNamedPorts", rule id)  one per egress rule with named ports
- *          accept {dlType 0x0800, nwDst ip/32, nwProto, tpDst port} per destination
+ * Chains are shared by content, as pods of one kind share them on the kernel
+ * datapath: a cluster has many pods selected by the same policies, and many
+ * rules with the same peers.
  *
- * Peers are shared by every pod the rule applies to (a pod or namespace label
- * change rewrites one peer chain, not every pod's filter); the ports stay in the
- * pod's chain, since an ingress rule's named ports resolve on the pod itself.
+ *   Filter  IDForKey("NetworkPolicyFilter", key)   a port's inbound or outbound filter
+ *           1  accept {matchReturnFlow}: replies of connections already let through
+ *           in an isolated direction only, then:
+ *           2  accept {dlType 0x0806}: ARP, which NetworkPolicy does not govern
+ *           3… for each rule of each policy selecting the pod, for each of its ports
+ *              (no ports: one line matching any), with {dlType 0x0800, nwProto, tpDst}:
+ *              accept when the rule has no peers, else jump to the rule's peer chain;
+ *              an egress rule's named ports: jump to its named-port chain
+ *           last  drop
+ *           Its key is the direction and those lines: pods with the same rules (named
+ *           ingress ports resolved the same) share one. A direction no policy isolates
+ *           gets the one chain holding rule 1 alone ("return flows").
+ *   Peers   IDForKey("NetworkPolicyPeers", share key)       a rule's peers
+ *           accept {dlType 0x0800, nwSrc (ingress) | nwDst (egress) cidr} per peer CIDR
+ *   Ports   IDForKey("NetworkPolicyNamedPorts", share key)  an egress rule's named ports
+ *           accept {dlType 0x0800, nwDst ip/32, nwProto, tpDst port} per destination
+ *           The share key is the rule's direction, its peers as written (selector-only
+ *           peers with the policy's namespace) and its named ports: rules that pick the
+ *           same addresses share the chains, and a label change rewrites each once.
  *
  * Return traffic: MidoNet keeps a connection's state only when some rule on its
  * forward path asks for the flow's direction (matchForwardFlow/matchReturnFlow:
  * midolman's PacketContext.isForwardFlow records a forward flow it was asked
- * about). So a pod isolated in one direction gets both chains, the other
- * holding only rule 1: a connection it opens, or one opened to it, passes one
- * of them on the way and is tracked, and its replies match rule 1 wherever they
- * meet an isolated chain.
+ * about). So a pod isolated in one direction gets a filter on both sides, the
+ * other holding only rule 1: a connection it opens, or one opened to it,
+ * passes one of them and is tracked, and its replies match rule 1 wherever
+ * they meet an isolated chain.
  *
  * Rules cannot be updated, only created and deleted: each rule's id is derived
- * from what it matches and does, and its `order` from the same, so an unchanged
- * policy maps to the same resources (no writes) and a change adds and removes
+ * from what it matches and does, and its `order` from the same, so unchanged
+ * input maps to the same resources (no writes) and a change adds and removes
  * only the rules it touches.
  *
  * Not mapped, and reported: IPv6 (MidoNet's rule conditions are IPv4 only; an
@@ -44,16 +48,15 @@
  * ClusterIP is judged on egress by the cluster IP, not the endpoint: the pod's
  * inbound filter runs before the bridge's KUBE-MAIN translates it.
  */
-
+import { createHash } from "node:crypto";
 import { type Range, rangeCidrs } from "../../policy/addresses.js";
 import type { NumericPort, PodRule } from "../../policy/answers.js";
 import type { PolicyModel } from "../../policy/model.js";
-import type { Direction, PolicyPod } from "../../policy/types.js";
+import type { Direction } from "../../policy/types.js";
 import { idForKey, subId } from "../ids.js";
 import type { Rule } from "../resources.js";
-import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
-import { MappingBuilder, type ObjectMapping, podPolicyOwner, policyRuleOwner } from "./model.js";
-import { podPortId } from "./pod.js";
+import type { ResolvedConfig } from "./config.js";
+import { MappingBuilder, type ObjectMapping } from "./model.js";
 import { PROTOCOL_NUMBERS } from "./service.js";
 
 const IPV4 = 0x0800;
@@ -63,42 +66,49 @@ const NAME_MAX = 255;
 
 type RuleBody = Omit<Rule, "id" | "position">;
 
-/** The two filter chains of a pod's port, by the direction of the pod's traffic. */
-export function podPolicyChainIds(
-  config: MappingConfig | ResolvedConfig,
-  namespace: string,
-  name: string,
-): Record<Direction, string> {
-  const port = podPortId(resolveConfig(config), namespace, name);
-  return { ingress: subId(port, "Policy Ingress"), egress: subId(port, "Policy Egress") };
+/** The filter of a direction no policy isolates: return flows only. */
+export const RETURN_ONLY = "return-flows";
+
+/** A short stable digest of a key, for owners and chain names. */
+export function keyDigest(key: string): string {
+  return createHash("sha1").update(key).digest("hex").slice(0, 20);
 }
 
-export function policyPeerChainId(config: ResolvedConfig, ruleId: string): string {
-  return idForKey(config.tenant, "NetworkPolicyPeers", ruleId, config.version);
+export const policyFilterOwner = (key: string): string =>
+  `NetworkPolicyFilter/${key === RETURN_ONLY ? key : keyDigest(key)}`;
+export const policyShareOwner = (shareKey: string): string =>
+  `NetworkPolicyPeers/${keyDigest(shareKey)}`;
+
+export function filterChainId(config: ResolvedConfig, key: string): string {
+  return idForKey(config.tenant, "NetworkPolicyFilter", key, config.version);
 }
 
-export function policyNamedPortChainId(config: ResolvedConfig, ruleId: string): string {
-  return idForKey(config.tenant, "NetworkPolicyNamedPorts", ruleId, config.version);
+export function peerChainId(config: ResolvedConfig, shareKey: string): string {
+  return idForKey(config.tenant, "NetworkPolicyPeers", shareKey, config.version);
 }
 
-/** Whether any policy isolates the pod, in either direction: then its port has both filters. */
-export function podIsIsolated(model: PolicyModel, pod: PolicyPod): boolean {
-  const p = model.podPolicy(pod);
-  return p.ingress !== undefined || p.egress !== undefined;
+export function namedPortChainId(config: ResolvedConfig, shareKey: string): string {
+  return idForKey(config.tenant, "NetworkPolicyNamedPorts", shareKey, config.version);
+}
+
+/** Whether a rule needs chains of its own: peers to match, or named egress ports. */
+export function needsShare(rule: PodRule, direction: Direction): boolean {
+  return !rule.anyPeer || (direction === "egress" && rule.portNames.length > 0);
 }
 
 /**
- * The filter ids the pod's port carries: both chains while some policy
- * isolates the pod, none otherwise (then no chain is walked for it at all).
+ * The key rules share their chains by: the direction, the peers as the
+ * policy writes them (a peer without namespaceSelector means the policy's own
+ * namespace), and the named egress ports.
  */
-export function podPortFilters(
-  model: PolicyModel,
-  pod: PolicyPod,
-  config: MappingConfig | ResolvedConfig,
-): { inboundFilterId?: string; outboundFilterId?: string } {
-  if (!podIsIsolated(model, pod)) return {};
-  const ids = podPolicyChainIds(config, pod.namespace, pod.name);
-  return { inboundFilterId: ids.egress, outboundFilterId: ids.ingress };
+export function shareKey(model: PolicyModel, rule: PodRule, direction: Direction): string {
+  const [namespace, name, , index] = rule.id.split("/") as [string, string, string, string];
+  const spec = model.policy(namespace, name)?.[direction]?.[Number(index)];
+  const peers = (spec?.peers ?? []).map((p) =>
+    p.ipBlock || p.namespaceSelector ? p : { ...p, namespace },
+  );
+  const names = direction === "egress" ? rule.portNames : [];
+  return `${direction}|${JSON.stringify(peers)}|${JSON.stringify(names)}`;
 }
 
 /** A rule's place in its chain: first the fixed head, then each line by what it matches. */
@@ -124,74 +134,104 @@ function portLabel(port: NumericPort | undefined): string {
     : `${port.protocol} ${port.port}-${port.endPort ?? port.port}`;
 }
 
-/**
- * The chains of one pod's port filters: nothing for a pod no policy isolates.
- * `model` must hold the pod (its policy is worked out from its labels there).
- */
-export function mapPodPolicy(
-  model: PolicyModel,
-  pod: PolicyPod,
-  config: MappingConfig | ResolvedConfig,
-): ObjectMapping {
-  const c = resolveConfig(config);
-  const b = new MappingBuilder(podPolicyOwner(pod.namespace, pod.name));
-  const policy = model.podPolicy(pod);
-  if (policy.ingress === undefined && policy.egress === undefined) return b.build();
-  const ids = podPolicyChainIds(c, pod.namespace, pod.name);
-  const key = `${pod.namespace}/${pod.name}`;
-  for (const direction of ["ingress", "egress"] as const) {
-    const chain = b.add(
-      {
-        kind: "Chain",
-        body: {
-          id: ids[direction],
-          name: chainName(direction === "ingress" ? "KUBE-NP-IN-" : "KUBE-NP-OUT-", key),
-          tenantId: c.tenant,
-        },
-      },
-      [],
-    );
-    const add = (label: string, order: string, body: RuleBody, needs: string[] = []) =>
-      b.add(
-        { kind: "Rule", parentId: chain, body: { id: subId(chain, label), ...body } },
-        [chain, ...needs],
-        order,
-      );
-    add("Return flows", ORDER.returnFlows, { type: "accept", matchReturnFlow: true });
-    const rules = policy[direction];
-    if (rules === undefined) continue;
-    add("ARP", ORDER.arp, { type: "accept", dlType: ARP });
-    for (const rule of rules) addRuleLines(c, rule, direction, add);
-    add("Drop", ORDER.drop, { type: "drop" });
-  }
-  return b.build();
+/** One line of a filter: what it matches and where it leads. */
+interface FilterLine {
+  label: string;
+  body: RuleBody;
+  needs: string[];
 }
 
-type AddRule = (label: string, order: string, body: RuleBody, needs?: string[]) => string;
+/** A filter's lines for an isolated direction: each rule's ports, then its named ports. */
+function filterLines(
+  c: ResolvedConfig,
+  rules: readonly PodRule[],
+  direction: Direction,
+  shareOf: (rule: PodRule) => string,
+): FilterLine[] {
+  const lines: FilterLine[] = [];
+  for (const rule of rules) {
+    const share = needsShare(rule, direction) ? shareOf(rule) : undefined;
+    const peers = !rule.anyPeer && share !== undefined ? peerChainId(c, share) : undefined;
+    const ports: Array<NumericPort | undefined> = rule.ports === "any" ? [undefined] : rule.ports;
+    for (const port of ports) {
+      const match = portConditions(port);
+      const label = `${portLabel(port)} ${peers ?? "any peer"}`;
+      lines.push(
+        peers
+          ? {
+              label: `Jump ${label}`,
+              body: { type: "jump", jumpChainId: peers, ...match },
+              needs: [peers],
+            }
+          : { label: `Accept ${label}`, body: { type: "accept", ...match }, needs: [] },
+      );
+    }
+    if (share !== undefined && direction === "egress" && rule.portNames.length > 0) {
+      const named = namedPortChainId(c, share);
+      lines.push({
+        label: `Jump named ${named}`,
+        body: { type: "jump", jumpChainId: named },
+        needs: [named],
+      });
+    }
+  }
+  // Lines that are the same (two rules with the same ports and peers) are one.
+  const seen = new Set<string>();
+  return lines.filter((l) => !seen.has(l.label) && seen.add(l.label));
+}
 
-/** One policy rule's lines in a pod's chain: a line per port, and the named ports' jump. */
-function addRuleLines(c: ResolvedConfig, rule: PodRule, direction: Direction, add: AddRule): void {
-  const ports: Array<NumericPort | undefined> = rule.ports === "any" ? [undefined] : rule.ports;
-  const peers = rule.anyPeer ? undefined : policyPeerChainId(c, rule.id);
-  for (const port of ports) {
-    const label = `${rule.id} ${portLabel(port)}`;
-    const order = `${ORDER.rule} ${label}`;
-    const match = portConditions(port);
-    if (peers) add(`Jump ${label}`, order, { type: "jump", jumpChainId: peers, ...match }, [peers]);
-    else add(`Accept ${label}`, order, { type: "accept", ...match });
-  }
-  if (direction === "egress" && rule.portNames.length > 0) {
-    const named = policyNamedPortChainId(c, rule.id);
-    add(
-      `Jump ${rule.id} named ports`,
-      `${ORDER.rule} ${rule.id} ~named`,
-      {
-        type: "jump",
-        jumpChainId: named,
+/**
+ * The key of a pod's filter in one direction: RETURN_ONLY when no policy
+ * isolates it there (`rules` undefined), else the direction and its lines.
+ */
+export function filterKey(
+  c: ResolvedConfig,
+  rules: readonly PodRule[] | undefined,
+  direction: Direction,
+  shareOf: (rule: PodRule) => string,
+): string {
+  if (rules === undefined) return RETURN_ONLY;
+  return `${direction}|${filterLines(c, rules, direction, shareOf)
+    .map((l) => l.label)
+    .join("\n")}`;
+}
+
+/** A filter chain: see the top of this file. `rules` undefined: the return-flows one. */
+export function mapFilter(
+  c: ResolvedConfig,
+  key: string,
+  rules: readonly PodRule[] | undefined,
+  direction: Direction,
+  shareOf: (rule: PodRule) => string,
+): ObjectMapping {
+  const b = new MappingBuilder(policyFilterOwner(key));
+  const chain = b.add(
+    {
+      kind: "Chain",
+      body: {
+        id: filterChainId(c, key),
+        name: chainName(
+          "KUBE-NP-",
+          key === RETURN_ONLY ? "RETURN-FLOWS" : `${direction.toUpperCase()}-${keyDigest(key)}`,
+        ),
+        tenantId: c.tenant,
       },
-      [named],
+    },
+    [],
+  );
+  const add = (label: string, order: string, body: RuleBody, needs: string[] = []) =>
+    b.add(
+      { kind: "Rule", parentId: chain, body: { id: subId(chain, label), ...body } },
+      [chain, ...needs],
+      order,
     );
-  }
+  add("Return flows", ORDER.returnFlows, { type: "accept", matchReturnFlow: true });
+  if (rules === undefined) return b.build();
+  add("ARP", ORDER.arp, { type: "accept", dlType: ARP });
+  for (const line of filterLines(c, rules, direction, shareOf))
+    add(line.label, `${ORDER.rule} ${line.label}`, line.body, line.needs);
+  add("Drop", ORDER.drop, { type: "drop" });
+  return b.build();
 }
 
 /** A range's start as a sort key in address order: 8 or 32 hex digits. */
@@ -200,32 +240,28 @@ function rangeOrder(range: Range): string {
 }
 
 /**
- * The chains one policy rule shares among the pods it applies to: its peers
- * (when it has any) and, for an egress rule with named ports, the addresses
- * and ports they resolve to. `rule` is as `model.podPolicy` hands it out.
+ * The chains rules with one share key share: the peers (when the rule has
+ * any) and, for egress named ports, the addresses and ports they resolve to.
+ * `rule` is any of those rules as `model.podPolicy` hands it out.
  */
-export function mapPolicyRule(
+export function mapShare(
   model: PolicyModel,
   rule: PodRule,
   direction: Direction,
-  config: MappingConfig | ResolvedConfig,
+  share: string,
+  c: ResolvedConfig,
 ): ObjectMapping {
-  const c = resolveConfig(config);
-  const b = new MappingBuilder(policyRuleOwner(rule.id));
+  const b = new MappingBuilder(policyShareOwner(share));
+  const digest = keyDigest(share);
   if (!rule.anyPeer) {
     const chain = b.add(
       {
         kind: "Chain",
-        body: {
-          id: policyPeerChainId(c, rule.id),
-          name: chainName("KUBE-NP-PEERS-", rule.id),
-          tenantId: c.tenant,
-        },
+        body: { id: peerChainId(c, share), name: `KUBE-NP-PEERS-${digest}`, tenantId: c.tenant },
       },
       [],
     );
-    const peers = model.peerAddresses(rule.id);
-    for (const range of peers.v4) {
+    for (const range of model.peerAddresses(rule.id).v4) {
       for (const cidr of rangeCidrs(range, 4)) {
         const [address, length] = cidr.split("/") as [string, string];
         const match =
@@ -254,8 +290,8 @@ export function mapPolicyRule(
       {
         kind: "Chain",
         body: {
-          id: policyNamedPortChainId(c, rule.id),
-          name: chainName("KUBE-NP-PORTS-", rule.id),
+          id: namedPortChainId(c, share),
+          name: `KUBE-NP-PORTS-${digest}`,
           tenantId: c.tenant,
         },
       },
@@ -285,31 +321,4 @@ export function mapPolicyRule(
       }
   }
   return b.build();
-}
-
-/**
- * Every pod's filters and the shared chains of the rules they use, each rule's
- * chains once: a whole cluster's NetworkPolicy as mappings, for a first fill.
- */
-export function mapClusterPolicy(
-  model: PolicyModel,
-  pods: Iterable<PolicyPod>,
-  config: MappingConfig | ResolvedConfig,
-): ObjectMapping[] {
-  const c = resolveConfig(config);
-  const out: ObjectMapping[] = [];
-  const rules = new Map<string, { rule: PodRule; direction: Direction }>();
-  for (const pod of pods) {
-    const mapping = mapPodPolicy(model, pod, c);
-    if (mapping.resources.length > 0) out.push(mapping);
-    const policy = model.podPolicy(pod);
-    for (const direction of ["ingress", "egress"] as const)
-      for (const rule of policy[direction] ?? [])
-        if (!rules.has(rule.id)) rules.set(rule.id, { rule, direction });
-  }
-  for (const { rule, direction } of rules.values()) {
-    const mapping = mapPolicyRule(model, rule, direction, c);
-    if (mapping.resources.length > 0) out.push(mapping);
-  }
-  return out;
 }

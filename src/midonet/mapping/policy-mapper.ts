@@ -9,11 +9,13 @@
  *   (or was) a peer of;
  * - a namespace: the peer chains of rules selecting namespaces by label.
  *
- * An event re-reads only the rules it can concern (policy-rule-index.ts), and
- * re-maps a rule's shared chains only when what the model answers for it is a
- * new object (the model keeps an answer while its inputs stand), so an event
- * costs the rules it touches, not every rule of the cluster. A rule's chains
- * exist while some pod uses the rule.
+ * Chains are shared by content (network-policy.ts): a filter by every pod with
+ * the same rules, a rule's peer chains by every rule with the same peers. Each
+ * is counted by its users and goes with its last one. An event re-reads only
+ * the rules it can concern (policy-rule-index.ts), and re-maps shared peer
+ * chains only when what the model answers for them is a new object (the model
+ * keeps an answer while its inputs stand), so an event costs the rules it
+ * touches, not every rule of the cluster.
  *
  * Whether a pod's port carries filters (`filtersOf`) is part of the pod's own
  * mapping (its Port); the events answer which pods that changed for, so that
@@ -32,21 +34,38 @@ import type { Direction, PolicyPod } from "../../policy/types.js";
 import type { ResolvedConfig } from "./config.js";
 import type { DesiredState } from "./desired-state.js";
 import { appendChanges, noChanges, type ResourceChanges, sortChanges } from "./diff.js";
-import { podPolicyOwner, policyRuleOwner } from "./model.js";
-import { mapPodPolicy, mapPolicyRule, podPortFilters } from "./network-policy.js";
+import {
+  filterChainId,
+  filterKey,
+  mapFilter,
+  mapShare,
+  needsShare,
+  policyFilterOwner,
+  policyShareOwner,
+  shareKey,
+} from "./network-policy.js";
 import { PolicyRuleIndex } from "./policy-rule-index.js";
 
-/** What a rule's shared chains were last mapped from: the model's answers, by identity. */
-interface RuleInputs {
+/** Chains several rules share (network-policy.ts's share key), and what they were mapped from. */
+interface Share {
   direction: Direction;
-  rule: PodRule;
+  /** The rules in use with this key, as last handed out: any one stands for all. */
+  rules: Map<string, PodRule>;
+  users: number;
   peers: AddressRanges | undefined;
   targets: ReadonlyArray<readonly NamedTarget[]> | undefined;
 }
 
+/** What one pod uses: rule ids, share keys, and its filter keys (ingress, egress) when isolated. */
+interface PodUses {
+  rules: string[];
+  shares: string[];
+  filters: [string, string] | undefined;
+}
+
 export type PortFilters = { inboundFilterId?: string; outboundFilterId?: string };
 
-/** An event's mapping changes, and the pods whose port filters it turned on or off. */
+/** An event's mapping changes, and the pods whose port filters it changed. */
 export interface PolicyChanges {
   changes: ResourceChanges;
   ports: string[];
@@ -55,37 +74,50 @@ export interface PolicyChanges {
 const key = (namespace: string, name: string) => `${namespace}/${name}`;
 
 export class PolicyMapper {
-  readonly model = new PolicyModel();
   private readonly index = new PolicyRuleIndex();
   /** The pods the model holds, by key, and the keys of each namespace. */
   private readonly pods = new Map<string, PolicyPod>();
   private readonly podsByNamespace = new Map<string, Set<string>>();
-  /** Each pod's rules (ids), and each rule's users and inputs. */
-  private readonly podRules = new Map<string, string[]>();
-  private readonly ruleUsers = new Map<string, number>();
-  private readonly rules = new Map<string, RuleInputs>();
-  /** Rules whose last user went during the current event. */
-  private readonly unused = new Set<string>();
-  /** Pods whose ports carry filters. */
-  private readonly filtered = new Set<string>();
   /** Pods with no port (no node yet, or finished): peers, but nothing to filter. */
   private readonly portless = new Set<string>();
+  private readonly uses = new Map<string, PodUses>();
+  private readonly ruleUsers = new Map<string, number>();
+  private readonly ruleShare = new Map<string, string>();
+  private readonly shares = new Map<string, Share>();
+  private readonly filterUsers = new Map<string, number>();
 
+  /** `model`: one the caller fills itself (then only `mapPods` and `filtersOf` apply). */
   constructor(
     private readonly state: DesiredState,
     private readonly config: ResolvedConfig,
+    readonly model: PolicyModel = new PolicyModel(),
   ) {}
 
-  /** The filters the pod's port carries now. */
+  /** The filters the pod's port carries now: none while no policy isolates it. */
   filtersOf(namespace: string, name: string): PortFilters {
-    const k = key(namespace, name);
-    const pod = this.portless.has(k) ? undefined : this.pods.get(k);
-    return pod ? podPortFilters(this.model, pod, this.config) : {};
+    const filters = this.uses.get(key(namespace, name))?.filters;
+    if (!filters) return {};
+    return {
+      inboundFilterId: filterChainId(this.config, filters[1]),
+      outboundFilterId: filterChainId(this.config, filters[0]),
+    };
+  }
+
+  /** Maps the filters of pods the model already holds (a model the caller filled). */
+  mapPods(pods: Iterable<PolicyPod>): void {
+    const keys: string[] = [];
+    for (const pod of pods) {
+      const k = key(pod.namespace, pod.name);
+      this.pods.set(k, pod);
+      keys.push(k);
+    }
+    for (const k of keys) this.remapPod(k, []);
+    this.dropUnused();
   }
 
   /**
    * A first fill: everything into the model, then each pod's filters and the
-   * rules they use mapped once (no event's checks, which a fill would repeat
+   * chains they use mapped once (no event's checks, which a fill would repeat
    * for every pod).
    */
   load(
@@ -179,106 +211,155 @@ export class PolicyMapper {
     return [...(this.podsByNamespace.get(namespace) ?? [])];
   }
 
-  /** Re-maps the filters of `podKeys`, then those of `ruleIds` in use whose inputs are new. */
+  /** Re-maps the filters of `podKeys`, then the shared chains of `ruleIds` whose inputs are new. */
   private remap(podKeys: readonly string[], ruleIds: readonly string[]): PolicyChanges {
     const changes = noChanges();
     const ports: string[] = [];
     for (const k of podKeys) appendChanges(changes, this.remapPod(k, ports));
+    const shareKeys = new Set<string>();
     for (const id of ruleIds) {
-      const inputs = this.rules.get(id);
-      if (!inputs) continue;
-      const now = this.inputsOf(inputs.rule, inputs.direction);
-      if (sameInputs(inputs, now)) continue;
-      this.rules.set(id, now);
-      appendChanges(
-        changes,
-        this.state.apply(mapPolicyRule(this.model, now.rule, now.direction, this.config)),
-      );
+      const sk = this.ruleShare.get(id);
+      if (sk !== undefined) shareKeys.add(sk);
     }
+    for (const sk of shareKeys) appendChanges(changes, this.refreshShare(sk));
     appendChanges(changes, this.dropUnused());
     return { changes: sortChanges(changes), ports };
   }
 
-  /** One pod's filters; its rules counted in or out, new rules mapped. */
+  /** A share's chains again when what the model answers for it is new. */
+  private refreshShare(sk: string): ResourceChanges {
+    const share = this.shares.get(sk);
+    const rule = share?.rules.values().next().value;
+    if (!share || !rule) return noChanges();
+    const peers = rule.anyPeer ? undefined : this.model.peerAddresses(rule.id);
+    const targets = this.targetsOf(rule, share.direction);
+    if (peers === share.peers && sameTargets(targets, share.targets)) return noChanges();
+    share.peers = peers;
+    share.targets = targets;
+    return this.state.apply(mapShare(this.model, rule, share.direction, sk, this.config));
+  }
+
+  private targetsOf(rule: PodRule, direction: Direction) {
+    return direction === "egress" && rule.portNames.length > 0
+      ? this.model.namedTargetChunks(rule.id, rule.portNames)
+      : undefined;
+  }
+
+  /** One pod's filters: the rules, shares and filters it uses counted in or out, new ones mapped. */
   private remapPod(k: string, ports: string[]): ResourceChanges {
     const pod = this.portless.has(k) ? undefined : this.pods.get(k);
-    const [namespace, name] = k.split("/") as [string, string];
     const policy = pod ? this.model.podPolicy(pod) : {};
     const isolated = policy.ingress !== undefined || policy.egress !== undefined;
-    if (isolated !== this.filtered.has(k)) {
-      if (isolated) this.filtered.add(k);
-      else this.filtered.delete(k);
-      ports.push(k);
-    }
     const changes = noChanges();
-    const used: string[] = [];
+    const now: PodUses = { rules: [], shares: [], filters: undefined };
+    const shareOf = (rule: PodRule, direction: Direction): string => {
+      const sk = shareKey(this.model, rule, direction);
+      appendChanges(changes, this.useShare(sk, rule, direction));
+      now.shares.push(sk);
+      return sk;
+    };
     for (const direction of ["ingress", "egress"] as const)
-      for (const rule of policy[direction] ?? []) {
-        used.push(rule.id);
-        // A policy rewritten under the same rule id: the pod's PodRule is a new object.
-        // A rule whose ports resolve per pod has one per pod: its chains, the same.
-        const known = this.rules.get(rule.id);
-        if (known?.rule === rule) continue;
-        if (known && rule.perPod && sameInputs(known, this.inputsOf(rule, direction))) continue;
-        this.rules.set(rule.id, this.inputsOf(rule, direction));
-        this.index.add(rule.id);
-        appendChanges(
-          changes,
-          this.state.apply(mapPolicyRule(this.model, rule, direction, this.config)),
-        );
-      }
-    for (const id of this.podRules.get(k) ?? []) this.count(id, -1);
-    for (const id of used) this.count(id, 1);
-    if (used.length > 0) this.podRules.set(k, used);
-    else this.podRules.delete(k);
-    appendChanges(
-      changes,
-      pod && isolated
-        ? this.state.apply(mapPodPolicy(this.model, pod, this.config))
-        : this.state.remove(podPolicyOwner(namespace, name)),
-    );
+      for (const rule of policy[direction] ?? []) now.rules.push(rule.id);
+    if (isolated) {
+      const keys = (["ingress", "egress"] as const).map((direction) => {
+        const rules = policy[direction];
+        const fk = filterKey(this.config, rules, direction, (r) => shareOf(r, direction));
+        if (!this.filterUsers.has(fk))
+          appendChanges(
+            changes,
+            this.state.apply(
+              mapFilter(this.config, fk, rules, direction, (r) =>
+                shareKey(this.model, r, direction),
+              ),
+            ),
+          );
+        return fk;
+      });
+      now.filters = [keys[0] as string, keys[1] as string];
+    }
+    const before = this.uses.get(k);
+    for (const id of now.rules) this.countRule(id, 1);
+    for (const sk of now.shares) this.countShare(sk, 1);
+    for (const fk of now.filters ?? []) count(this.filterUsers, fk, 1);
+    for (const id of before?.rules ?? []) this.countRule(id, -1);
+    for (const sk of before?.shares ?? []) this.countShare(sk, -1);
+    for (const fk of before?.filters ?? []) count(this.filterUsers, fk, -1);
+    if (before?.filters?.join("\n") !== now.filters?.join("\n")) ports.push(k);
+    if (now.rules.length > 0 || now.filters) this.uses.set(k, now);
+    else this.uses.delete(k);
     return changes;
   }
 
-  private count(id: string, by: number): void {
-    const n = (this.ruleUsers.get(id) ?? 0) + by;
-    if (n > 0) {
-      this.ruleUsers.set(id, n);
-      this.unused.delete(id);
-    } else {
-      this.ruleUsers.delete(id);
-      this.unused.add(id);
+  /** The share `sk` with `rule` among its rules; its chains mapped when it is new. */
+  private useShare(sk: string, rule: PodRule, direction: Direction): ResourceChanges {
+    const previous = this.ruleShare.get(rule.id);
+    if (previous !== undefined && previous !== sk) this.shares.get(previous)?.rules.delete(rule.id);
+    if (previous !== sk) {
+      this.ruleShare.set(rule.id, sk);
+      this.index.add(rule.id);
     }
+    const share = this.shares.get(sk);
+    if (share) {
+      share.rules.set(rule.id, rule);
+      return noChanges();
+    }
+    this.shares.set(sk, {
+      direction,
+      rules: new Map([[rule.id, rule]]),
+      users: 0,
+      peers: rule.anyPeer ? undefined : this.model.peerAddresses(rule.id),
+      targets: this.targetsOf(rule, direction),
+    });
+    return this.state.apply(mapShare(this.model, rule, direction, sk, this.config));
   }
 
-  /** The chains of rules no pod uses any more. */
+  private countRule(id: string, by: number): void {
+    count(this.ruleUsers, id, by);
+  }
+
+  private countShare(sk: string, by: number): void {
+    const share = this.shares.get(sk);
+    if (share) share.users += by;
+  }
+
+  /** Whatever no pod uses any more: rules out of the index, shares and filters out of the state. */
   private dropUnused(): ResourceChanges {
     const changes = noChanges();
-    for (const id of this.unused) {
-      this.rules.delete(id);
+    for (const [id, n] of this.ruleUsers) if (n <= 0) this.ruleUsers.delete(id);
+    for (const [id, sk] of this.ruleShare) {
+      if (this.ruleUsers.has(id)) continue;
+      this.ruleShare.delete(id);
       this.index.remove(id);
-      appendChanges(changes, this.state.remove(policyRuleOwner(id)));
+      this.shares.get(sk)?.rules.delete(id);
     }
-    this.unused.clear();
+    for (const [sk, share] of this.shares) {
+      if (share.users > 0 && share.rules.size > 0) continue;
+      this.shares.delete(sk);
+      appendChanges(changes, this.state.remove(policyShareOwner(sk)));
+    }
+    for (const fk of this.droppedFilters())
+      appendChanges(changes, this.state.remove(policyFilterOwner(fk)));
     return changes;
   }
 
-  private inputsOf(rule: PodRule, direction: Direction): RuleInputs {
-    return {
-      direction,
-      rule,
-      peers: rule.anyPeer ? undefined : this.model.peerAddresses(rule.id),
-      targets:
-        direction === "egress" && rule.portNames.length > 0
-          ? this.model.namedTargetChunks(rule.id, rule.portNames)
-          : undefined,
-    };
+  /** Filters whose last user went: forgotten, their keys answered. */
+  private droppedFilters(): string[] {
+    const gone: string[] = [];
+    for (const [fk, n] of this.filterUsers) if (n <= 0) gone.push(fk);
+    for (const fk of gone) this.filterUsers.delete(fk);
+    return gone;
   }
 }
 
-function sameInputs(a: RuleInputs, b: RuleInputs): boolean {
-  if (a.peers !== b.peers) return false;
-  if (a.targets === b.targets) return true;
-  if (!a.targets || !b.targets || a.targets.length !== b.targets.length) return false;
-  return a.targets.every((chunk, i) => chunk === b.targets?.[i]);
+function count(map: Map<string, number>, k: string, by: number): void {
+  map.set(k, (map.get(k) ?? 0) + by);
+}
+
+function sameTargets(
+  a: ReadonlyArray<readonly NamedTarget[]> | undefined,
+  b: ReadonlyArray<readonly NamedTarget[]> | undefined,
+): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.length !== b.length) return false;
+  return a.every((chunk, i) => chunk === b[i]);
 }
