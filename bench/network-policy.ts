@@ -96,6 +96,7 @@ import {
   runtimeBaseEnv,
   say,
 } from "./common.js";
+import { clusterPodLabels, clusterPolicy, namespaceObject, nsName } from "./policy-cluster.js";
 
 // ---------------------------------------------------------------------------
 // Options and sizes
@@ -178,7 +179,6 @@ const CLUSTER_CIDR = "10.0.0.0/8";
 const NODE_NAME = "node-1";
 const NODE_OCTET = 21;
 const SUBNET_OCTET = 231;
-const TIERS = ["web", "db", "cache"] as const;
 /** The throughput pods' ports: the Node sink, the one-byte answer, iperf3's server. */
 const SINK_PORT = 5201;
 const ANSWER_PORT = 5202;
@@ -188,21 +188,6 @@ const SYNCS_METRIC = "cni_driver_network_policy_syncs_total";
 
 // ---------------------------------------------------------------------------
 // The cluster's objects: realistic, small
-
-const nsName = (i: number) => `np-${i}`;
-
-function namespaceObject(name: string, i: number): KubeObject {
-  return {
-    metadata: {
-      name,
-      labels: {
-        "kubernetes.io/metadata.name": name,
-        team: `t${i % 10}`,
-        env: i % 3 === 0 ? "prod" : "dev",
-      },
-    },
-  };
-}
 
 /** Pod j of another node: 10.64.0.0 onwards, far from the node's 10.244.x.0/24. */
 function remotePodIp(j: number): string {
@@ -236,61 +221,10 @@ function remotePod(j: number, namespaces: number, fakeNodes: number): KubeObject
   return podObject(
     nsName(j % namespaces),
     `r-${j}`,
-    {
-      app: `a${j % 50}`,
-      tier: TIERS[j % 3] as string,
-      "pod-template-hash": (j % 997).toString(16),
-    },
+    clusterPodLabels(j),
     `fake-${j % fakeNodes}`,
     remotePodIp(j),
   );
-}
-
-/** Policy k of the cluster: selects app a<k%50> of its namespace; peers in its own or other namespaces. */
-function clusterPolicy(k: number, namespaces: number): KubeObject {
-  const ingress: unknown[] = [
-    {
-      from:
-        k % 2 === 0
-          ? [{ podSelector: { matchLabels: { app: `a${(k + 1) % 50}` } } }]
-          : [
-              {
-                namespaceSelector: { matchLabels: { team: `t${k % 10}` } },
-                podSelector: { matchLabels: { tier: "db" } },
-              },
-            ],
-      ports: [
-        { protocol: "TCP", port: 8080 },
-        { protocol: "TCP", port: "http" },
-      ],
-    },
-  ];
-  if (k % 10 === 5)
-    ingress.push({ from: [{ ipBlock: { cidr: "10.64.0.0/16", except: ["10.64.3.0/24"] } }] });
-  const egress =
-    k % 4 === 0
-      ? [
-          {
-            to: [
-              {
-                namespaceSelector: {},
-                podSelector: { matchLabels: { app: `a${(k + 2) % 50}` } },
-              },
-            ],
-            ports: [{ protocol: "TCP", port: 5432 }],
-          },
-          { ports: [{ protocol: "UDP", port: 53 }] },
-        ]
-      : undefined;
-  return {
-    metadata: { namespace: nsName(k % namespaces), name: `pol-${k}` },
-    spec: {
-      podSelector: { matchLabels: { app: `a${k % 50}` } },
-      policyTypes: egress ? ["Ingress", "Egress"] : ["Ingress"],
-      ingress,
-      ...(egress ? { egress } : {}),
-    },
-  };
 }
 
 /** Policy k of the node pods' namespace: selects them (app web or tier web), peers of all kinds. */

@@ -103,6 +103,7 @@ export class PolicyModel {
   private readonly namespaces = new Map<string, Record<string, string>>();
   private readonly policies = new Map<string, PolicyState>();
   private readonly policiesByNamespace = new Map<string, Set<string>>();
+  private readonly sortedPolicyKeys = new Map<string, { version: number; keys: string[] }>();
   private readonly rules = new Map<string, RuleState>();
   /**
    * Peers are worked out when asked for, not on every event: with 150,000
@@ -254,11 +255,22 @@ export class PolicyModel {
     return policy;
   }
 
+  /** A namespace's policy keys in order, kept until a policy changes: every pod of it asks. */
+  private policyKeysOf(namespace: string): readonly string[] {
+    const cached = this.sortedPolicyKeys.get(namespace);
+    if (cached?.version === this.policiesVersion) return cached.keys;
+    const keys = [...(this.policiesByNamespace.get(namespace) ?? [])].sort();
+    // Only namespaces with policies are kept: one a CI run made and deleted leaves nothing.
+    if (keys.length > 0)
+      this.sortedPolicyKeys.set(namespace, { version: this.policiesVersion, keys });
+    else this.sortedPolicyKeys.delete(namespace);
+    return keys;
+  }
+
   private workOutPodPolicy(pod: PolicyPod): PodPolicy {
     if (pod.hostNetwork) return {};
     const out: PodPolicy = {};
-    const keys = [...(this.policiesByNamespace.get(pod.namespace) ?? [])].sort();
-    for (const key of keys) {
+    for (const key of this.policyKeysOf(pod.namespace)) {
       const state = this.policies.get(key) as PolicyState;
       if (!selectorMatches(state.policy.podSelector, pod.labels)) continue;
       if (state.ingress) {

@@ -61,8 +61,6 @@ import { PROTOCOL_NUMBERS } from "./service.js";
 
 const IPV4 = 0x0800;
 const ARP = 0x0806;
-/** MidoNet's limit on a chain's name (the REST API's @Size on names). */
-const NAME_MAX = 255;
 
 type RuleBody = Omit<Rule, "id" | "position">;
 
@@ -74,8 +72,7 @@ export function keyDigest(key: string): string {
   return createHash("sha1").update(key).digest("hex").slice(0, 20);
 }
 
-export const policyFilterOwner = (key: string): string =>
-  `NetworkPolicyFilter/${key === RETURN_ONLY ? key : keyDigest(key)}`;
+export const policyFilterOwner = (key: string): string => `NetworkPolicyFilter/${key}`;
 export const policyShareOwner = (shareKey: string): string =>
   `NetworkPolicyPeers/${keyDigest(shareKey)}`;
 
@@ -113,10 +110,6 @@ export function shareKey(model: PolicyModel, rule: PodRule, direction: Direction
 
 /** A rule's place in its chain: first the fixed head, then each line by what it matches. */
 const ORDER = { returnFlows: "0", arp: "1", rule: "5", drop: "9" } as const;
-
-function chainName(prefix: string, key: string): string {
-  return `${prefix}${key}`.slice(0, NAME_MAX);
-}
 
 /** The match of one port line; undefined: any protocol and port. */
 function portConditions(port: NumericPort | undefined): Partial<RuleBody> {
@@ -182,7 +175,8 @@ function filterLines(
 
 /**
  * The key of a pod's filter in one direction: RETURN_ONLY when no policy
- * isolates it there (`rules` undefined), else the direction and its lines.
+ * isolates it there (`rules` undefined), else the direction and a digest of its
+ * lines (thousands of pods hold one: the key is kept short).
  */
 export function filterKey(
   c: ResolvedConfig,
@@ -191,10 +185,22 @@ export function filterKey(
   shareOf: (rule: PodRule) => string,
 ): string {
   if (rules === undefined) return RETURN_ONLY;
-  return `${direction}|${filterLines(c, rules, direction, shareOf)
+  const content = `${direction}|${filterLines(c, rules, direction, shareOf)
     .map((l) => l.label)
     .join("\n")}`;
+  // Thousands of pods hold a few filters: each content is digested once.
+  let key = filterKeys.get(content);
+  if (key === undefined) {
+    key = `${direction}-${keyDigest(content)}`;
+    if (filterKeys.size >= FILTER_KEYS_KEPT) filterKeys.clear();
+    filterKeys.set(content, key);
+  }
+  return key;
 }
+
+/** Filter contents already digested; cleared when full, so it stays bounded. */
+const filterKeys = new Map<string, string>();
+const FILTER_KEYS_KEPT = 4096;
 
 /** A filter chain: see the top of this file. `rules` undefined: the return-flows one. */
 export function mapFilter(
@@ -210,10 +216,8 @@ export function mapFilter(
       kind: "Chain",
       body: {
         id: filterChainId(c, key),
-        name: chainName(
-          "KUBE-NP-",
-          key === RETURN_ONLY ? "RETURN-FLOWS" : `${direction.toUpperCase()}-${keyDigest(key)}`,
-        ),
+        // "KUBE-NP-RETURN-FLOWS", "KUBE-NP-INGRESS-<digest>", "KUBE-NP-EGRESS-<digest>".
+        name: `KUBE-NP-${key.toUpperCase()}`,
         tenantId: c.tenant,
       },
     },

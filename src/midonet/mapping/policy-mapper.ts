@@ -30,7 +30,8 @@ import {
   podPlacement,
 } from "../../policy/from-api.js";
 import { PolicyModel } from "../../policy/model.js";
-import type { Direction, PolicyPod } from "../../policy/types.js";
+import { selectorMatches } from "../../policy/selector.js";
+import type { Direction, NetworkPolicy, PolicyPod } from "../../policy/types.js";
 import type { ResolvedConfig } from "./config.js";
 import type { DesiredState } from "./desired-state.js";
 import { appendChanges, noChanges, type ResourceChanges, sortChanges } from "./diff.js";
@@ -85,6 +86,11 @@ export class PolicyMapper {
   private readonly ruleShare = new Map<string, string>();
   private readonly shares = new Map<string, Share>();
   private readonly filterUsers = new Map<string, number>();
+  /** Each rule's share key, kept while its policy object is the same: one string for all its pods. */
+  private readonly shareKeys = new Map<
+    string,
+    { policy: NetworkPolicy | undefined; key: string }
+  >();
 
   /** `model`: one the caller fills itself (then only `mapPods` and `filtersOf` apply). */
   constructor(
@@ -154,14 +160,27 @@ export class PolicyMapper {
   }
 
   upsertPolicy(o: unknown): PolicyChanges {
-    const namespace = this.setPolicy(o);
-    return this.remap(this.podsOf(namespace), []);
+    const policy = networkPolicyFromApi(o);
+    const before = this.model.policy(policy.namespace, policy.name);
+    this.model.upsertPolicy(policy);
+    this.index.setPolicy(policy);
+    return this.remap(this.selectedBy(policy.namespace, [before, policy]), []);
   }
 
   deletePolicy(namespace: string, name: string): PolicyChanges {
+    const before = this.model.policy(namespace, name);
     this.model.deletePolicy(namespace, name);
     this.index.deletePolicy(namespace, name);
-    return this.remap(this.podsOf(namespace), []);
+    return this.remap(this.selectedBy(namespace, [before]), []);
+  }
+
+  /** The pods of `namespace` any of `policies` selects: the only ones a policy event changes. */
+  private selectedBy(namespace: string, policies: Array<NetworkPolicy | undefined>): string[] {
+    const selectors = policies.flatMap((p) => (p ? [p.podSelector] : []));
+    return this.podsOf(namespace).filter((k) => {
+      const pod = this.pods.get(k);
+      return pod !== undefined && selectors.some((s) => selectorMatches(s, pod.labels));
+    });
   }
 
   upsertNamespace(o: unknown): PolicyChanges {
@@ -192,12 +211,11 @@ export class PolicyMapper {
     return { key: k, before };
   }
 
-  /** The policy into the model and the index; its namespace. */
-  private setPolicy(o: unknown): string {
+  /** The policy into the model and the index. */
+  private setPolicy(o: unknown): void {
     const policy = networkPolicyFromApi(o);
     this.model.upsertPolicy(policy);
     this.index.setPolicy(policy);
-    return policy.namespace;
   }
 
   /** The namespace into the model and the index; the rules whose reach moved. */
@@ -253,7 +271,7 @@ export class PolicyMapper {
     const changes = noChanges();
     const now: PodUses = { rules: [], shares: [], filters: undefined };
     const shareOf = (rule: PodRule, direction: Direction): string => {
-      const sk = shareKey(this.model, rule, direction);
+      const sk = this.shareKeyOf(rule, direction);
       appendChanges(changes, this.useShare(sk, rule, direction));
       now.shares.push(sk);
       return sk;
@@ -288,6 +306,16 @@ export class PolicyMapper {
     if (now.rules.length > 0 || now.filters) this.uses.set(k, now);
     else this.uses.delete(k);
     return changes;
+  }
+
+  private shareKeyOf(rule: PodRule, direction: Direction): string {
+    const [namespace, name] = rule.id.split("/") as [string, string];
+    const policy = this.model.policy(namespace, name);
+    const known = this.shareKeys.get(rule.id);
+    if (known && known.policy === policy) return known.key;
+    const key = shareKey(this.model, rule, direction);
+    this.shareKeys.set(rule.id, { policy, key });
+    return key;
   }
 
   /** The share `sk` with `rule` among its rules; its chains mapped when it is new. */
@@ -329,6 +357,7 @@ export class PolicyMapper {
     for (const [id, sk] of this.ruleShare) {
       if (this.ruleUsers.has(id)) continue;
       this.ruleShare.delete(id);
+      this.shareKeys.delete(id);
       this.index.remove(id);
       this.shares.get(sk)?.rules.delete(id);
     }
