@@ -190,7 +190,9 @@ describe("MidoNet NetworkPolicy, event by event: the same as the cluster mapped 
       expect(got, `after "${what}"`).to.deep.equal(snapshot(w.fresh()));
       npResources = Math.max(
         npResources,
-        got.filter((l) => l.startsWith("NetworkPolicyFilter/") || l.startsWith("NetworkPolicyPeers/")).length,
+        got.filter(
+          (l) => l.startsWith("NetworkPolicyFilter/") || l.startsWith("NetworkPolicyPeers/"),
+        ).length,
       );
     }
     // The sequence did exercise policy chains, and ends with none but from-b's.

@@ -89,7 +89,7 @@ export function namedPortChainId(config: ResolvedConfig, shareKey: string): stri
 }
 
 /** Whether a rule needs chains of its own: peers to match, or named egress ports. */
-export function needsShare(rule: PodRule, direction: Direction): boolean {
+function needsShare(rule: PodRule, direction: Direction): boolean {
   return !rule.anyPeer || (direction === "egress" && rule.portNames.length > 0);
 }
 

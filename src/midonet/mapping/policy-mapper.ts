@@ -40,7 +40,6 @@ import {
   filterKey,
   mapFilter,
   mapShare,
-  needsShare,
   policyFilterOwner,
   policyShareOwner,
   shareKey,
