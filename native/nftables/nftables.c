@@ -40,13 +40,22 @@
  *       names the change the kernel refused, with the kernel's own reason
  *       and the element when it says which, and carries `code` and `errno`.
  *       A change is split into messages of at most ELEM_MESSAGE_MAX bytes.
+ *   batch(messages, count): Promise<void>
+ *       one transaction of any nf_tables messages the caller made
+ *       (src/plumbing/nft-netlink): count whole messages back to back, sent
+ *       between a BATCH_BEGIN and a BATCH_END, numbered here. All of it
+ *       applies or none; a rejection carries `code`, `errno` and `index`,
+ *       the refused message (0-based; -1: the commit itself). The Services
+ *       tables go this way: libnftables would parse 100,000 rule texts and
+ *       read the tables back before each change.
  *
- * Both take one lock: an element batch never interleaves with a libnftables
- * transaction. The element batch's socket is opened on the calling
- * (JavaScript) thread, as native/conntrack's is, so its table is the one of
- * the caller's network namespace; and it is kept open, since closing it costs
- * more than the batch (see kept_socket). A small batch is written on the
- * calling thread when the lock is free, others on the libuv thread pool.
+ * All three take one lock: a batch never interleaves with a libnftables
+ * transaction. The socket of `elements` and `batch` (one, shared) is opened
+ * on the calling (JavaScript) thread, as native/conntrack's is, so its table
+ * is the one of the caller's network namespace; and it is kept open, since
+ * closing it costs more than the batch (see kept_socket). A small element
+ * batch is written on the calling thread when the lock is free; the rest
+ * go to the libuv thread pool.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -197,6 +206,15 @@ static void run_complete(napi_env env, napi_status status, void *data) {
   free(req);
 }
 
+/* Queues data's work on the libuv thread pool, named for async hooks. */
+static void queue_work(napi_env env, const char *name, napi_async_execute_callback execute,
+                       napi_async_complete_callback complete, void *data, napi_async_work *work) {
+  napi_value n;
+  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &n);
+  napi_create_async_work(env, NULL, n, execute, complete, data, work);
+  napi_queue_async_work(env, *work);
+}
+
 static napi_value js_run(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -209,11 +227,9 @@ static napi_value js_run(napi_env env, napi_callback_info info) {
   run_request *req = calloc(1, sizeof *req);
   req->script = malloc(len + 1);
   napi_get_value_string_utf8(env, argv[0], req->script, len + 1, &len);
-  napi_value promise, name;
+  napi_value promise;
   napi_create_promise(env, &req->deferred, &promise);
-  napi_create_string_utf8(env, "cni_driver_nftables.run", NAPI_AUTO_LENGTH, &name);
-  napi_create_async_work(env, NULL, name, run_execute, run_complete, req, &req->work);
-  napi_queue_async_work(env, req->work);
+  queue_work(env, "cni_driver_nftables.run", run_execute, run_complete, req, &req->work);
   return promise;
 }
 
@@ -528,28 +544,6 @@ static void set_error(elements_request *req, int err, const char *fmt, ...) {
   req->error = strdup(text);
 }
 
-/* Records a refusal from the kernel, naming the change (and the element) it was about. */
-static void kernel_error(elements_request *req, const bytes_t *b, const elem_message *msgs, uint32_t nmsgs,
-                         uint32_t seq, uint32_t answered, const ack_t *a) {
-  char reason[600] = "", element[INET6_ADDRSTRLEN + 16] = "";
-  if (a->msg && a->msg_len) snprintf(reason, sizeof reason, ": %.*s", (int)a->msg_len, a->msg);
-  if (answered - seq - 1 < nmsgs) {
-    const elem_message *m = &msgs[answered - seq - 1];
-    const elem_change *c = &req->changes[m->change];
-    int64_t i = a->has_offs ? element_at(b, m, a->offs) : -1;
-    char text[INET6_ADDRSTRLEN];
-    if (i >= 0 && (uint64_t)i < c->count &&
-        inet_ntop(c->key_len == 4 || c->key_len == 12 ? AF_INET : AF_INET6, c->keys + (size_t)i * c->key_len,
-                  text, sizeof text))
-      snprintf(element, sizeof element, " (element %s)", text);
-    set_error(req, a->code, "%s element inet %s %s (%u element%s): %s%s%s", c->add ? "add" : "delete",
-              req->table, c->set, c->count, c->count == 1 ? "" : "s", strerror(a->code), reason, element);
-  } else {
-    set_error(req, a->code, "element batch of inet %s (%u change%s): %s%s", req->table, req->nchanges,
-              req->nchanges == 1 ? "" : "s", strerror(a->code), reason);
-  }
-}
-
 /* Numbers the batch's messages from seq on, in order. */
 static void number_batch(bytes_t *b, uint32_t seq) {
   for (size_t at = 0; at + NLMSG_HDRLEN <= b->len; seq++) {
@@ -568,18 +562,58 @@ static void drain(int fd, unsigned char *buf) {
 }
 
 /*
- * Sends the batch and reads every answer. nfnetlink handles a batch inside
- * sendmsg, so its answers are all queued when that returns. A message of an
- * aborted batch may still be acked with 0 (the kernel acks each message as it
- * goes, then aborts the whole batch when one fails and sends that one's
- * error; a failed commit is an error on the begin message): so the batch
- * applied only when every message was acked with 0 and no error came at all.
+ * How a batch went: applied (err 0), refused by the kernel (refused: which
+ * message, 0-based among those between BATCH_BEGIN and BATCH_END, or -1 for
+ * the batch itself, i.e. its commit), or the exchange broke (what says where;
+ * the socket is not to be offered again).
  */
-static void send_batch(elements_request *req, bytes_t *b, elem_message *msgs, uint32_t nmsgs) {
-  int fd = req->sock->fd;
+typedef struct {
+  int err;
+  bool refused, broken;
+  int64_t index;
+  char reason[600]; /* the kernel's extended ack message, if any */
+  bool has_offs;
+  uint32_t offs; /* the bad attribute's offset from the refused message's header */
+  const char *what;
+} outcome_t;
+
+static void refuse(outcome_t *o, int64_t index, const ack_t *a) {
+  if (o->err) return; /* the first failure is the one reported */
+  o->err = a->code;
+  o->refused = true;
+  o->index = index;
+  snprintf(o->reason, sizeof o->reason, "%.*s", (int)a->msg_len, a->msg ? a->msg : "");
+  o->has_offs = a->has_offs;
+  o->offs = a->offs;
+}
+
+static void broke(outcome_t *o, int err, const char *what) {
+  o->broken = true;
+  if (o->err) return;
+  o->err = err;
+  o->what = what;
+}
+
+/*
+ * Sends the batch (BATCH_BEGIN, nmsgs messages, BATCH_END, in b) and reads
+ * every answer; the caller holds `lock`. nfnetlink handles a batch inside
+ * sendmsg, so its answers are all queued when that returns. With ack_each
+ * every message carries NLM_F_ACK; a message of an aborted batch may still be
+ * acked with 0 (the kernel acks each message as it goes, then aborts the
+ * whole batch when one fails and sends that one's error; a failed commit is
+ * an error on the begin message): so the batch applied only when every
+ * message was acked with 0 and no error came at all. Without ack_each only
+ * the last message asks for an ack (set here): the kernel holds acks back
+ * until the commit and drops them when it fails, so that ack with no error
+ * beside it says the batch applied, and a batch of 100,000 rules does not
+ * queue 100,000 acks.
+ */
+static void exchange(int fd, bytes_t *b, uint32_t nmsgs, bool ack_each, outcome_t *o) {
+  memset(o, 0, sizeof *o);
   unsigned char *buf = malloc(ELEM_RECV_BUFFER);
   if (!buf) {
-    set_error(req, ENOMEM, "element batch of inet %s: %s", req->table, strerror(ENOMEM));
+    o->err = ENOMEM;
+    o->what = "allocating the answer buffer";
     return;
   }
   drain(fd, buf);
@@ -587,22 +621,27 @@ static void send_batch(elements_request *req, bytes_t *b, elem_message *msgs, ui
   uint32_t seq = next_seq;
   next_seq += nmsgs + 2;
   number_batch(b, seq);
+  uint32_t want = ack_each ? nmsgs : 1;
+  if (!ack_each && nmsgs) {
+    size_t at = 0;
+    for (uint32_t i = 0; i < nmsgs; i++) at += NLMSG_ALIGN(((struct nlmsghdr *)(b->data + at))->nlmsg_len);
+    ((struct nlmsghdr *)(b->data + at))->nlmsg_flags |= NLM_F_ACK;
+  }
   ensure_sockbuf(fd, SO_SNDBUF, SO_SNDBUFFORCE, b->len + 4096);
-  ensure_sockbuf(fd, SO_RCVBUF, SO_RCVBUFFORCE, ((size_t)nmsgs + 2) * ELEM_RCVBUF_PER_MESSAGE + 64 * 1024);
+  ensure_sockbuf(fd, SO_RCVBUF, SO_RCVBUFFORCE, ((size_t)want + 2) * ELEM_RCVBUF_PER_MESSAGE + 256 * 1024);
   struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
   ssize_t sent;
   do sent = sendto(fd, b->data, b->len, 0, (struct sockaddr *)&kernel, sizeof kernel);
   while (sent < 0 && errno == EINTR);
   if (sent < 0) {
-    set_error(req, errno, "element batch of inet %s: sendmsg: %s", req->table, strerror(errno));
-    socket_drop(req->sock);
+    broke(o, errno, "sendmsg");
     free(buf);
     return;
   }
   uint32_t acked = 0;
-  bool broken = false;
+  bool *seen = calloc(nmsgs ? nmsgs : 1, sizeof *seen);
   /* One datagram per answer: a bound only a broken exchange reaches. */
-  for (uint32_t rounds = 0; rounds < nmsgs + 64; rounds++) {
+  for (uint32_t rounds = 0; seen && rounds < nmsgs + 64; rounds++) {
     struct sockaddr_nl from;
     struct iovec iov = {.iov_base = buf, .iov_len = ELEM_RECV_BUFFER};
     struct msghdr mh = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1};
@@ -610,10 +649,9 @@ static void send_batch(elements_request *req, bytes_t *b, elem_message *msgs, ui
     if (got < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      /* ENOBUFS: answers were dropped, the outcome cannot be told. */
-      set_error(req, errno, "element batch of inet %s: reading the kernel's answers: %s", req->table,
-                strerror(errno));
-      broken = true;
+      /* ENOBUFS: answers were dropped; after a refusal that changes nothing, else the outcome is unknown. */
+      if (!o->refused) broke(o, errno, "reading the kernel's answers");
+      else o->broken = true;
       break;
     }
     if (from.nl_pid != 0) continue;
@@ -622,22 +660,52 @@ static void send_batch(elements_request *req, bytes_t *b, elem_message *msgs, ui
       if (h->nlmsg_type != NLMSG_ERROR || h->nlmsg_seq - seq > nmsgs + 1) continue;
       ack_t a;
       parse_ack(h, &a);
-      if (a.code) {
-        kernel_error(req, b, msgs, nmsgs, seq, h->nlmsg_seq, &a);
-      } else if (h->nlmsg_seq - seq - 1 < nmsgs && !msgs[h->nlmsg_seq - seq - 1].acked) {
-        msgs[h->nlmsg_seq - seq - 1].acked = true;
+      uint32_t k = h->nlmsg_seq - seq - 1; /* the body's index; begin and end fall outside */
+      if (a.code) refuse(o, k < nmsgs ? (int64_t)k : -1, &a);
+      else if (k < nmsgs && !seen[k]) {
+        seen[k] = true;
         acked++;
       }
     }
   }
+  if (!seen) broke(o, ENOMEM, "allocating the answer table");
+  free(seen);
   free(buf);
-  if (acked < nmsgs && !req->err) {
-    set_error(req, EPROTO, "element batch of inet %s: %u of %u messages unanswered, outcome unknown",
-              req->table, nmsgs - acked, nmsgs);
-    broken = true;
+  if (acked < want && !o->err) broke(o, EPROTO, "messages unanswered, outcome unknown");
+}
+
+/* Records the outcome of an element batch as the request's error, naming the change (and element) refused. */
+static void elements_outcome(elements_request *req, const bytes_t *b, const elem_message *msgs, uint32_t nmsgs,
+                             const outcome_t *o) {
+  if (!o->err) return;
+  char reason[620] = "";
+  if (o->reason[0]) snprintf(reason, sizeof reason, ": %s", o->reason);
+  if (!o->refused) {
+    set_error(req, o->err, "element batch of inet %s: %s: %s", req->table, o->what, strerror(o->err));
+  } else if (o->index >= 0 && (uint64_t)o->index < nmsgs) {
+    char element[INET6_ADDRSTRLEN + 16] = "";
+    const elem_message *m = &msgs[o->index];
+    const elem_change *c = &req->changes[m->change];
+    int64_t i = o->has_offs ? element_at(b, m, o->offs) : -1;
+    char text[INET6_ADDRSTRLEN];
+    if (i >= 0 && (uint64_t)i < c->count &&
+        inet_ntop(c->key_len == 4 || c->key_len == 12 ? AF_INET : AF_INET6, c->keys + (size_t)i * c->key_len,
+                  text, sizeof text))
+      snprintf(element, sizeof element, " (element %s)", text);
+    set_error(req, o->err, "%s element inet %s %s (%u element%s): %s%s%s", c->add ? "add" : "delete",
+              req->table, c->set, c->count, c->count == 1 ? "" : "s", strerror(o->err), reason, element);
+  } else {
+    set_error(req, o->err, "element batch of inet %s (%u change%s): %s%s", req->table, req->nchanges,
+              req->nchanges == 1 ? "" : "s", strerror(o->err), reason);
   }
+}
+
+static void send_batch(elements_request *req, bytes_t *b, elem_message *msgs, uint32_t nmsgs) {
+  outcome_t o;
+  exchange(req->sock->fd, b, nmsgs, true, &o);
+  elements_outcome(req, b, msgs, nmsgs, &o);
   /* Not a refusal but a broken exchange: the next batch gets a socket of its own. */
-  if (broken) socket_drop(req->sock);
+  if (o.broken) socket_drop(req->sock);
 }
 
 /* Builds and sends the batch; the caller holds `lock`. */
@@ -852,7 +920,7 @@ static napi_value js_elements(napi_env env, napi_callback_info info) {
       return NULL;
     }
   }
-  napi_value promise, name;
+  napi_value promise;
   napi_create_promise(env, &req->deferred, &promise);
   if (!(req->sock = socket_get(&req->retired))) {
     napi_reject_deferred(env, req->deferred, errno_error(env, errno, "nf_tables netlink socket"));
@@ -874,9 +942,120 @@ static napi_value js_elements(napi_env env, napi_callback_info info) {
     free_elements_request(req);
     return promise;
   }
-  napi_create_string_utf8(env, "cni_driver_nftables.elements", NAPI_AUTO_LENGTH, &name);
-  napi_create_async_work(env, NULL, name, elements_execute, elements_complete, req, &req->work);
-  napi_queue_async_work(env, req->work);
+  queue_work(env, "cni_driver_nftables.elements", elements_execute, elements_complete, req, &req->work);
+  return promise;
+}
+
+/* ------------------------------------------------------------------ batch */
+
+/*
+ * batch(messages, count): the nf_tables messages of one transaction, made by
+ * the caller (src/plumbing/nft-netlink), sent between a BATCH_BEGIN and a
+ * BATCH_END over the kept socket, as element batches are. The rejection of a
+ * refused batch carries `code`, `errno` and `index`: the refused message,
+ * 0-based, or -1 when the commit failed.
+ */
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  kept_socket *sock, *retired;
+  bytes_t b;
+  uint32_t nmsgs;
+  outcome_t o;
+} batch_request;
+
+static void batch_execute(napi_env env, void *data) {
+  (void)env;
+  batch_request *req = data;
+  pthread_mutex_lock(&lock);
+  exchange(req->sock->fd, &req->b, req->nmsgs, false, &req->o);
+  pthread_mutex_unlock(&lock);
+  if (req->o.broken) socket_drop(req->sock);
+  /* Here, off the JavaScript thread: a close can wait for nf_tables (see kept_socket). */
+  socket_put(req->sock);
+  socket_put(req->retired);
+  req->sock = req->retired = NULL;
+}
+
+static void batch_complete(napi_env env, napi_status status, void *data) {
+  batch_request *req = data;
+  outcome_t *o = &req->o;
+  if (status != napi_ok && !o->err) {
+    o->err = ECANCELED;
+    o->what = "cancelled";
+  }
+  if (!o->err) {
+    napi_value undef;
+    napi_get_undefined(env, &undef);
+    napi_resolve_deferred(env, req->deferred, undef);
+  } else {
+    char text[1024];
+    if (o->refused)
+      snprintf(text, sizeof text, "%s%s%s", strerror(o->err), o->reason[0] ? ": " : "", o->reason);
+    else
+      snprintf(text, sizeof text, "nf_tables batch: %s: %s", o->what, strerror(o->err));
+    napi_value error = coded_error(env, o->err, text), index;
+    napi_create_int64(env, o->refused ? o->index : -2, &index);
+    napi_set_named_property(env, error, "index", index);
+    napi_reject_deferred(env, req->deferred, error);
+  }
+  napi_delete_async_work(env, req->work);
+  socket_put(req->sock);
+  socket_put(req->retired);
+  free(req->b.data);
+  free(req);
+}
+
+static napi_value js_batch(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  bool is_buffer = false;
+  void *data = NULL;
+  size_t len = 0;
+  uint32_t count = 0;
+  if (argc < 2 || napi_is_buffer(env, argv[0], &is_buffer) != napi_ok || !is_buffer ||
+      napi_get_buffer_info(env, argv[0], &data, &len) != napi_ok ||
+      napi_get_value_uint32(env, argv[1], &count) != napi_ok || count == 0 || len > ELEM_BATCH_MAX) {
+    napi_throw_type_error(env, NULL, "batch(messages, count): a Buffer of count > 0 nf_tables messages");
+    return NULL;
+  }
+  /* The count must be what the buffer holds: the acks are told apart by it. */
+  uint32_t found = 0;
+  for (size_t at = 0; at + NLMSG_HDRLEN <= len; found++) {
+    const struct nlmsghdr *h = (const struct nlmsghdr *)((const unsigned char *)data + at);
+    if (h->nlmsg_len < NLMSG_HDRLEN || at + h->nlmsg_len > len) {
+      found = UINT32_MAX;
+      break;
+    }
+    at += NLMSG_ALIGN(h->nlmsg_len);
+  }
+  if (found != count) {
+    napi_throw_type_error(env, NULL, "batch(messages, count): the Buffer does not hold count whole messages");
+    return NULL;
+  }
+  size_t frame = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
+  batch_request *req = calloc(1, sizeof *req);
+  if (!req || bytes_reserve(&req->b, len + 2 * frame)) {
+    free(req);
+    napi_throw(env, errno_error(env, ENOMEM, "batch(messages, count)"));
+    return NULL;
+  }
+  req->nmsgs = count;
+  put_header(&req->b, NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
+  memcpy(req->b.data + req->b.len, data, len);
+  req->b.len += len;
+  put_header(&req->b, NFNL_MSG_BATCH_END, NLM_F_REQUEST, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
+  napi_value promise;
+  napi_create_promise(env, &req->deferred, &promise);
+  /* Opened here, on the JavaScript thread: the socket's namespace is the caller's. */
+  if (!(req->sock = socket_get(&req->retired))) {
+    napi_reject_deferred(env, req->deferred, errno_error(env, errno, "nf_tables netlink socket"));
+    free(req->b.data);
+    free(req);
+    return promise;
+  }
+  queue_work(env, "cni_driver_nftables.batch", batch_execute, batch_complete, req, &req->work);
   return promise;
 }
 
@@ -897,6 +1076,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"available", NULL, js_available, NULL, NULL, NULL, napi_enumerable, NULL},
       {"run", NULL, js_run, NULL, NULL, NULL, napi_enumerable, NULL},
       {"elements", NULL, js_elements, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"batch", NULL, js_batch, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -58,6 +58,8 @@ interface NftablesAddon {
   run(script: string): Promise<void>;
   /** One nfnetlink batch of element changes in table inet `table` (absent from older builds). */
   elements?(table: string, changes: readonly AddonElementChange[]): Promise<void>;
+  /** One transaction of nf_tables messages (absent from older builds). */
+  batch?(messages: Buffer, count: number): Promise<void>;
 }
 
 /**
@@ -267,5 +269,41 @@ export async function applyNftElements(
     await addon.elements(table, encoded);
   } catch (err) {
     throw new NftError(action, (err as Error).message.trim());
+  }
+}
+
+/** Whether whole nf_tables batches can be sent in-process (the addon has `batch`). */
+export function nftBatchInProcess(): boolean {
+  return typeof nftablesAddon()?.batch === "function";
+}
+
+/** Messages for applyNftBatch (src/plumbing/nft-netlink), and what each does, for errors. */
+export interface NftBatch {
+  messages: Buffer;
+  count: number;
+  describe(index: number): string | undefined;
+}
+
+/**
+ * Sends the messages as one transaction (all of them apply or none) over the
+ * addon's kept socket. A refusal names the message the kernel refused and
+ * its reason; only where nftBatchInProcess() says so.
+ */
+export async function applyNftBatch(action: string, batch: NftBatch): Promise<void> {
+  if (batch.count === 0) return;
+  const addon = nftablesAddon();
+  if (!addon?.batch)
+    throw new NftError(action, "nf_tables batches need the nftables addon (nftBatchInProcess)");
+  try {
+    await addon.batch(batch.messages, batch.count);
+  } catch (err) {
+    const e = err as Error & { index?: number };
+    const what =
+      e.index === undefined || e.index < -1
+        ? ""
+        : e.index === -1
+          ? "the commit: "
+          : `${batch.describe(e.index) ?? `message ${e.index}`}: `;
+    throw new NftError(action, `${what}${e.message.trim()}`);
   }
 }

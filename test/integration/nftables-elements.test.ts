@@ -8,12 +8,11 @@
  * namespace, as the driver runs inside its node's: a netlink socket belongs
  * to the namespace of the thread that opens it.
  */
-import { spawnSync } from "node:child_process";
 import { expect } from "chai";
 import { execaSync } from "execa";
 import type { NftElementChange } from "../../src/plumbing/nftables.js";
+import { runModuleInNetns } from "../support/module-in-netns.js";
 import { createNetns, deleteNetns, uniqueTag } from "../support/netns.js";
-import { patient } from "../support/patience.js";
 import { requireCommand, requireNativeAddon, requireRoot } from "../support/requirements.js";
 
 /** The tables: `raw` written by applyNftElements, `txt` by the same changes as nft text. */
@@ -94,30 +93,10 @@ describe("plumbing/nftables: element changes in-process (root)", function () {
   function inNetns(steps: Step[]): { inProcess: boolean; errors: (string | null)[] } {
     const env = { ...process.env };
     delete env.CNI_DRIVER_NFT_BIN; // the addon, not nft exec'd
-    const r = spawnSync(
-      "ip",
-      [
-        "netns",
-        "exec",
-        ns,
-        process.execPath,
-        "--import",
-        "tsx",
-        "--input-type=module",
-        "-e",
-        CHILD,
-      ],
-      {
-        encoding: "utf8",
-        input: JSON.stringify(steps),
-        cwd: new URL("../../", import.meta.url).pathname,
-        env,
-        timeout: patient(60_000),
-        maxBuffer: 16 * 1024 * 1024,
-      },
-    );
-    expect(r.status, `${r.signal ?? ""} ${r.stderr}`).to.equal(0);
-    return JSON.parse(r.stdout.trim().split("\n").pop() ?? "null");
+    return runModuleInNetns(ns, CHILD, { input: JSON.stringify(steps), env }) as {
+      inProcess: boolean;
+      errors: (string | null)[];
+    };
   }
 
   /** Each set's and map's elements, sorted; a map's as "key : jump chain". */

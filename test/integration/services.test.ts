@@ -10,6 +10,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
+import { SERVICES_TABLES } from "../../src/driver/services/ruleset.js";
 import {
   type ClusterMember,
   ClusterUnderlay,
@@ -118,9 +119,11 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     });
   }
 
-  /** The table's text on node `m`. */
+  /** The Services tables' text on node `m` (the shared one and its shards). */
   const table = (m: ClusterMember) =>
-    inNs(m.node.netns, ["nft", "list", "table", "inet", "cni-driver-services"]).stdout;
+    SERVICES_TABLES.map((t) => inNs(m.node.netns, ["nft", "list", "table", "inet", t]).stdout).join(
+      "",
+    );
 
   before(async function () {
     requireRoot(this);

@@ -1,8 +1,10 @@
 /**
- * A packet tracer for the Services table (src/driver/services/ruleset.ts), in
+ * A packet tracer for the Services tables (src/driver/services/ruleset.ts), in
  * the spirit of kube-proxy's packetFlowTest (pkg/proxy/nftables/helpers_test.go):
  * parse the nft script the driver loads, then follow one new connection's
- * first packet through the table's base chains and say where it ends up.
+ * first packet through the tables' base chains and say where it ends up.
+ * Chains and sets are known as `table/name`; a rule names those of its own
+ * table. As the kernel does, a nat hook's chains stop at the first DNAT.
  *
  * Only the grammar the ruleset emits is understood, and every rule is
  * compiled when it is added: a rule of any other shape throws there, so a
@@ -43,13 +45,18 @@ type Pkt = TraceInput & { family: 4 | 6; mark: number; dnat?: string; masq: bool
 type Step = { p: Pkt; v?: Verdict; miss?: true };
 type Op = (p: Pkt) => Step[];
 type Rule = { text: string; ops: Op[] };
-type Chain = { rules: Rule[]; base?: { hook: string; priority: number } };
+type Chain = { rules: Rule[]; base?: { type: string; hook: string; priority: number } };
 
+/** The tables of a script, as one: chains and sets by `table/name`. */
 export interface NftTable {
   chains: Map<string, Chain>;
   /** Maps and sets: key -> verdict ("" in a set). */
   elems: Map<string, { kind: "map" | "set"; items: Map<string, string> }>;
 }
+
+/** The name of a table's chain or set, as NftTable files it. */
+export const qualified = (table: string, name: string) => `${table}/${name}`;
+const tableOf = (q: string) => q.slice(0, q.indexOf("/"));
 
 const PRIORITIES: Record<string, number> = { dstnat: -100, srcnat: 100 };
 const ip = (s: string) => canonicalIp(s) ?? s;
@@ -69,9 +76,10 @@ const chainRefs = (text: string) =>
   [...text.matchAll(/\b(?:jump|goto) ([\w-]+)/g)].map((m) => m[1] ?? "");
 const setRefs = (text: string) => [...text.matchAll(/@([\w-]+)/g)].map((m) => m[1] ?? "");
 
-function parseVerdict(s: string): Verdict {
+/** A verdict of a rule or element of `table`: its chain, if any, by its qualified name. */
+function parseVerdict(s: string, table: string): Verdict {
   const m = /^(jump|goto) (\S+)$/.exec(s);
-  if (m) return { k: m[1] as "jump" | "goto", chain: m[2] as string };
+  if (m) return { k: m[1] as "jump" | "goto", chain: qualified(table, m[2] as string) };
   if (s === "accept" || s === "drop" || s === "return") return { k: s };
   return fail(`not a verdict: "${s}"`);
 }
@@ -90,7 +98,7 @@ const dnat = (p: Pkt, a: string, port: string): Step => {
 
 type M = [string, string, string, string, string, string, string];
 /** The pieces a rule is made of, left to right: a pattern at the rest's start, and what it does. */
-const PIECES: Array<[RegExp, (m: M, t: NftTable) => Op]> = [
+const PIECES: Array<[RegExp, (m: M, t: NftTable, table: string) => Op]> = [
   [/^ct state new/, () => (p) => hit(p, true)],
   [/^ct status dnat/, () => (p) => hit(p, p.dnat !== undefined)],
   [
@@ -99,18 +107,28 @@ const PIECES: Array<[RegExp, (m: M, t: NftTable) => Op]> = [
   ],
   [
     /^(?:(ip6?) daddr \. )?meta l4proto \. th dport vmap @(\S+)/,
-    (m, t) => (p) => {
+    (m, t, table) => (p) => {
       if (m[1] && fam(m[1]) !== p.family) return hit(p, false);
       const parts = [...(m[1] ? [p.dst] : []), p.protocol, String(p.dport)];
-      const v = t.elems.get(m[2])?.items.get(key(parts));
-      return v === undefined ? hit(p, false) : [{ p, v: parseVerdict(v) }];
+      const v = t.elems.get(qualified(table, m[2]))?.items.get(key(parts));
+      return v === undefined ? hit(p, false) : [{ p, v: parseVerdict(v, table) }];
     },
+  ],
+  // A node port's key in a map, looked up as a set (is there such a key?).
+  [
+    /^meta l4proto \. th dport @(\S+)/,
+    (m, t, table) => (p) =>
+      hit(
+        p,
+        t.elems.get(qualified(table, m[1]))?.items.has(key([p.protocol, String(p.dport)])) === true,
+      ),
   ],
   [
     /^(ip6?) saddr (?:\. (ip6?) daddr )?@(\S+)/,
-    (m, t) => (p) => {
+    (m, t, table) => (p) => {
       const k = key(m[2] ? [p.src, p.dst] : [p.src]);
-      return hit(p, fam(m[1]) === p.family && t.elems.get(m[3])?.items.has(k) === true);
+      const set = t.elems.get(qualified(table, m[3]));
+      return hit(p, fam(m[1]) === p.family && set?.items.has(k) === true);
     },
   ],
   [
@@ -140,41 +158,53 @@ const PIECES: Array<[RegExp, (m: M, t: NftTable) => Op]> = [
     /^dnat (ip6?) to (?:\[([0-9a-f:]+)\]|([\d.]+)):(\d+)/,
     (m) => (p) => (p.family !== fam(m[1]) ? hit(p, false) : [dnat(p, m[2] ?? m[3] ?? "", m[4])]),
   ],
-  [/^(?:jump|goto) \S+|^return|^drop|^accept/, (m) => (p) => [{ p, v: parseVerdict(m[0]) }]],
+  [
+    /^(?:jump|goto) \S+|^return|^drop|^accept/,
+    (m, _t, table) => (p) => [{ p, v: parseVerdict(m[0], table) }],
+  ],
   [/^reject(?: with tcp reset)?/, () => (p) => [{ p, v: { k: "reject" } }]],
   [/^masquerade(?: fully-random)?/, () => (p) => [{ p: { ...p, masq: true }, v: { k: "accept" } }]],
 ];
 
-function compileRule(t: NftTable, text: string): Rule {
+function compileRule(t: NftTable, table: string, text: string): Rule {
   const ops: Op[] = [];
   let rest = text.trim();
   while (rest) {
     const found = PIECES.map(([re, make]) => [re.exec(rest), make] as const).find(([m]) => m);
     if (!found?.[0]) return fail(`cannot parse "${rest}" in rule "${text}"`);
-    ops.push(found[1](found[0] as unknown as M, t));
+    ops.push(found[1](found[0] as unknown as M, t, table));
     rest = rest.slice(found[0][0].length).trimStart();
   }
-  for (const c of chainRefs(text)) need(t.chains.get(c), `chain ${c} for "${text}"`);
-  for (const s of setRefs(text)) need(t.elems.get(s), `set ${s} for "${text}"`);
+  for (const c of chainRefs(text))
+    need(t.chains.get(qualified(table, c)), `chain ${c} for "${text}"`);
+  for (const s of setRefs(text)) need(t.elems.get(qualified(table, s)), `set ${s} for "${text}"`);
   return { text, ops };
 }
 
-/** Whether a rule or (for a chain) a map element still refers to `name`: the kernel's EBUSY. */
-function inUse(t: NftTable, name: string, kind: "chain" | "set"): boolean {
+/** Whether a rule or (for a chain) a map element still refers to `q`: the kernel's EBUSY. */
+function inUse(t: NftTable, q: string, kind: "chain" | "set"): boolean {
   const refs = kind === "chain" ? chainRefs : setRefs;
-  for (const c of t.chains.values())
+  const [table, name] = [tableOf(q), q.slice(q.indexOf("/") + 1)];
+  const mine = <T>(m: Map<string, T>) => [...m].filter(([k]) => tableOf(k) === table);
+  for (const [, c] of mine(t.chains))
     if (c.rules.some((r) => refs(r.text).includes(name))) return true;
   if (kind === "set") return false;
-  for (const e of t.elems.values())
+  for (const [, e] of mine(t.elems))
     for (const v of e.items.values()) if (v.endsWith(` ${name}`)) return true;
   return false;
 }
 
-/** A line of the skeleton's `table inet ... { ... }` block, inside `block`. */
-function blockLine(t: NftTable, block: { kind: string; name: string } | undefined, line: string) {
+/** A line of a `table inet NAME { ... }` block, inside `block`. */
+function blockLine(
+  t: NftTable,
+  table: string,
+  block: { kind: string; name: string } | undefined,
+  line: string,
+) {
   const open = /^(map|set|chain) (\S+) \{$/.exec(line);
   if (open) {
-    const [, kind, name] = open as unknown as M;
+    const [, kind, bare] = open as unknown as M;
+    const name = qualified(table, bare);
     if (kind === "chain") t.chains.set(name, { rules: [] });
     else t.elems.set(name, { kind: kind as "map" | "set", items: new Map() });
     return { kind, name };
@@ -185,16 +215,16 @@ function blockLine(t: NftTable, block: { kind: string; name: string } | undefine
   }
   const chain = need(t.chains.get(block.name), `chain ${block.name}`);
   // Any other priority is no base chain declaration: compiled as a rule, it fails to parse.
-  const base = /^type \w+ hook (\w+) priority (-?\d+|dstnat|srcnat); policy accept;$/.exec(line);
-  const [, hook = "", prio = ""] = base ?? [];
-  if (!base) chain.rules.push(compileRule(t, line));
-  else chain.base = { hook, priority: PRIORITIES[prio] ?? Number(prio) };
+  const base = /^type (\w+) hook (\w+) priority (-?\d+|dstnat|srcnat); policy accept;$/.exec(line);
+  const [, type = "", hook = "", prio = ""] = base ?? [];
+  if (!base) chain.rules.push(compileRule(t, table, line));
+  else chain.base = { type, hook, priority: PRIORITIES[prio] ?? Number(prio) };
   return block;
 }
 
 /** `add element` / `delete element` of `{ k : v, ... }` into map or set `name`. */
-function elements(t: NftTable, verb: string, name: string, rest: string) {
-  const e = need(t.elems.get(name), `map or set ${name}`);
+function elements(t: NftTable, table: string, verb: string, name: string, rest: string) {
+  const e = need(t.elems.get(qualified(table, name)), `map or set ${name}`);
   for (const item of need(/^\{ (.*) \}$/.exec(rest)?.[1], `elements in "${rest}"`).split(", ")) {
     const [k = "", v = ""] = item.split(" : ");
     const id = key(k.split(" . "));
@@ -205,7 +235,7 @@ function elements(t: NftTable, verb: string, name: string, rest: string) {
       continue;
     }
     if ((e.kind === "map") !== (v !== "")) fail(`element "${item}" in ${e.kind} ${name}`);
-    for (const c of chainRefs(v)) need(t.chains.get(c), `chain ${c}`);
+    for (const c of chainRefs(v)) need(t.chains.get(qualified(table, c)), `chain ${c}`);
     // The kernel refuses a key already there with other data: a change deletes it first.
     if (had !== undefined && had !== v) fail(`${name} already maps ${k} to ${had}`);
     e.items.set(id, v);
@@ -215,18 +245,19 @@ function elements(t: NftTable, verb: string, name: string, rest: string) {
 /** Applies an nft script (fullScript's or changeScript's) to `t`, as one transaction would. */
 export function applyScript(t: NftTable, script: string): NftTable {
   let block: { kind: string; name: string } | undefined;
-  let inTable = false;
+  let inTable: string | undefined;
   for (const line of script.split("\n").map((l) => l.trim())) {
     if (!line || /^table inet \S+ \{\}$/.test(line)) continue;
+    const deleted = /^delete table inet (\S+)$/.exec(line)?.[1];
     if (inTable && line === "}") {
       // A block's end, or the table's.
       if (block) block = undefined;
-      else inTable = false;
-    } else if (inTable) block = blockLine(t, block, line);
-    else if (/^table inet \S+ \{$/.test(line)) inTable = true;
-    else if (/^delete table inet \S+$/.test(line)) {
-      t.chains.clear();
-      t.elems.clear();
+      else inTable = undefined;
+    } else if (inTable) block = blockLine(t, inTable, block, line);
+    else if (/^table inet \S+ \{$/.test(line)) inTable = line.split(" ")[2];
+    else if (deleted) {
+      for (const m of [t.chains, t.elems] as Map<string, unknown>[])
+        for (const k of [...m.keys()]) if (tableOf(k) === deleted) m.delete(k);
     } else command(t, line);
   }
   if (inTable) fail("unterminated table block");
@@ -234,21 +265,23 @@ export function applyScript(t: NftTable, script: string): NftTable {
 }
 
 function command(t: NftTable, line: string): void {
-  const m = /^(add|delete|flush) (chain|rule|set|element) inet \S+ (\S+)(?: (.*))?$/.exec(line);
-  const [, verb, what, name, rest = ""] = (m ?? fail(`cannot parse "${line}"`)) as unknown as M;
-  const chain = () => need(t.chains.get(name), `chain ${name}`);
+  const m = /^(add|delete|flush) (chain|rule|set|element) inet (\S+) (\S+)(?: (.*))?$/.exec(line);
+  const [, verb, what, table, bare, rest = ""] = (m ??
+    fail(`cannot parse "${line}"`)) as unknown as M;
+  const name = qualified(table, bare);
+  const chain = () => need(t.chains.get(name), `chain ${bare}`);
   const op = `${verb} ${what}`;
   if (op === "add chain") t.chains.set(name, t.chains.get(name) ?? { rules: [] });
-  else if (op === "add rule") chain().rules.push(compileRule(t, rest));
+  else if (op === "add rule") chain().rules.push(compileRule(t, table, rest));
   else if (op === "flush chain") chain().rules = [];
   else if (op === "add set")
     t.elems.set(name, t.elems.get(name) ?? { kind: "set", items: new Map() });
   else if (op === "delete chain" || op === "delete set") {
     const where: Map<string, unknown> = what === "chain" ? t.chains : t.elems;
-    need(where.get(name), `${what} ${name}`);
-    if (inUse(t, name, what as "chain" | "set")) fail(`${what} ${name} is still in use`);
+    need(where.get(name), `${what} ${bare}`);
+    if (inUse(t, name, what as "chain" | "set")) fail(`${what} ${bare} is still in use`);
     where.delete(name);
-  } else if (what === "element") elements(t, verb, name, rest);
+  } else if (what === "element") elements(t, table, verb, bare, rest);
   else fail(`cannot apply "${line}"`);
 }
 
@@ -284,13 +317,19 @@ function runChain(t: NftTable, name: string, p: Pkt, depth = 0): Path[] {
 /** Falling off a base chain is its policy: accept. */
 const policyAccept = (r: Path): Path => (r.end === "return" ? { ...r, end: "accept" } : r);
 
-/** Every base chain of `hook`, by priority; a packet accepted by one goes on to the next. */
+/**
+ * Every base chain of `hook`, by priority; a packet accepted by one goes on
+ * to the next, but not to another nat chain once DNATed (the kernel sets up
+ * a connection's NAT once per hook).
+ */
 function runHook(t: NftTable, hook: string, paths: Path[]): Path[] {
   const bases = [...t.chains].filter(([, c]) => c.base?.hook === hook);
   bases.sort(([, a], [, b]) => (a.base?.priority ?? 0) - (b.base?.priority ?? 0));
-  for (const [name] of bases)
+  const natDone = (c: Chain, x: Path) =>
+    c.base?.type === "nat" && hook !== "postrouting" && x.p.dnat !== undefined;
+  for (const [name, c] of bases)
     paths = paths.flatMap((x) =>
-      x.end !== "accept" ? [x] : runChain(t, name, x.p).map(policyAccept),
+      x.end !== "accept" || natDone(c, x) ? [x] : runChain(t, name, x.p).map(policyAccept),
     );
   return paths;
 }

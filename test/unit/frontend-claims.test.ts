@@ -13,7 +13,12 @@ const B = "b/second";
 
 /** A block with one chain and the given elements, each [map, key, value]. */
 function block(chain: string, ...elements: Array<[string, string, string]>): Block {
-  const b: Block = { chains: new Map([[chain, ["drop"]]]), sets: new Map(), elements: new Map() };
+  const b: Block = {
+    shard: 0,
+    chains: new Map([[chain, ["drop"]]]),
+    sets: new Map(),
+    elements: new Map(),
+  };
   for (const [map, key, value] of elements) {
     const m = b.elements.get(map) ?? new Map<string, string>();
     b.elements.set(map, m);

@@ -16,7 +16,8 @@ import type {
   KubeObjectView,
   ResourceEventHandlers,
 } from "../../src/driver/kube/api.js";
-import { ServiceProxy, type ServicesDatapath } from "../../src/driver/services/proxy.js";
+import type { ServicesDatapath } from "../../src/driver/services/kernel-datapath.js";
+import { ServiceProxy } from "../../src/driver/services/proxy.js";
 import type { Flow } from "../../src/plumbing/conntrack.js";
 import { driverConfig } from "../support/driver-config.js";
 import { until } from "../support/until.js";
@@ -24,6 +25,9 @@ import { until } from "../support/until.js";
 const logger = pino({ level: "silent" });
 const NODE = "node-a";
 const TABLE = "inet cni-driver-services";
+/** A command about a chain of one of the shard tables, whichever holds it. */
+const inShard = (command: string, chain: string) =>
+  new RegExp(`${command} inet cni-driver-services-\\d+ ${chain}(?:\\s|$)`, "m");
 
 const config = driverConfig;
 
@@ -89,7 +93,9 @@ class RecordingDatapath implements ServicesDatapath {
     const els = new Set(this.elements);
     for (const line of script.split("\n")) {
       if (line === `delete table ${TABLE}`) els.clear();
-      const m = /^(add|delete) element inet cni-driver-services (\S+) \{ (.*) \}$/.exec(line);
+      const m = /^(add|delete) element inet cni-driver-services(?:-\d+)? (\S+) \{ (.*) \}$/.exec(
+        line,
+      );
       if (!m) continue;
       const [, verb, map, items] = m as unknown as [string, string, string, string];
       for (const item of items.split(", ")) {
@@ -352,7 +358,7 @@ describe("service proxy", () => {
       await scripts(2);
       const s = dp.last;
       expect(s).not.to.include("delete table");
-      expect(s).to.include(`flush chain ${TABLE} ${webChain}`);
+      expect(s).to.match(inShard("flush chain", webChain));
       expect(s).to.include("dnat ip to 10.244.1.7:8080");
       expect(s).not.to.include(dbChain);
       expect(s).not.to.include("10.244.1.6");
@@ -378,9 +384,9 @@ describe("service proxy", () => {
       expect(s).not.to.include("delete table");
       expect(s).to.include("dnat ip to 10.244.1.7:8080");
       expect(s).to.include("dnat ip to 10.244.2.8:8080");
-      expect(s).to.include(`flush chain ${TABLE} ${dnsChain}`);
+      expect(s).to.match(inShard("flush chain", dnsChain as string));
       // web's port changed: a new chain for the new port, the old one deleted.
-      expect(s).to.include(`delete chain ${TABLE} ${webChain}`);
+      expect(s).to.match(inShard("delete chain", webChain as string));
       expect(s).to.match(/10\.96\.0\.10 \. tcp \. 81 : goto svc-/);
       expect(s).not.to.include(dbChain as string);
     });
@@ -403,9 +409,9 @@ describe("service proxy", () => {
       const webChain = chainOf(dp.last, "10.96.0.10");
       api.remove("services", { metadata: { namespace: "default", name: "web" } });
       await scripts(2);
-      expect(dp.last).to.include(`delete chain ${TABLE} ${webChain}`);
+      expect(dp.last).to.match(inShard("delete chain", webChain));
       expect(dp.last).to.match(
-        /delete element inet cni-driver-services service-ips \{ 10\.96\.0\.10 \. tcp \. 80 \}/,
+        /delete element inet cni-driver-services-\d+ service-ips \{ 10\.96\.0\.10 \. tcp \. 80 \}/,
       );
       expect(dp.elements.has("service-ips|10.96.0.10 . tcp . 80")).to.equal(false);
     });
@@ -431,13 +437,13 @@ describe("service proxy", () => {
       expect(count(dp.last, SHARED)).to.equal(1);
       expect(dp.last).to.include(`${SHARED} : goto ${oneExt}`);
       // The other's chains are written all the same, ready for a takeover.
-      expect(dp.last).to.include(`add chain ${TABLE} ${twoExt}`);
+      expect(dp.last).to.match(inShard("add chain", twoExt));
 
       api.remove("services", { metadata: { namespace: "a", name: "one" } });
       await scripts(2);
       expect(dp.last).not.to.include("delete table");
       expect(dp.last).to.include(`${SHARED} : goto ${twoExt}`);
-      expect(dp.last).to.include(`delete chain ${TABLE} ${oneExt}`);
+      expect(dp.last).to.match(inShard("delete chain", oneExt));
       expect(dp.elements.has(`service-ips|${SHARED}`)).to.equal(true);
     });
 
@@ -478,7 +484,11 @@ describe("service proxy", () => {
       api.remove("endpointslices", slice("a", "one", []));
       await scripts(2);
       const line = (verb: string, map: string) =>
-        dp.last.split("\n").find((l) => l.startsWith(`${verb} element ${TABLE} ${map} `)) ?? "";
+        dp.last
+          .split("\n")
+          .find((l) =>
+            new RegExp(`^${verb} element inet cni-driver-services(-\\d+)? ${map} `).test(l),
+          ) ?? "";
       expect(line("add", "no-endpoint-services")).to.include(`${SHARED} : goto reject-service`);
       expect(line("delete", "service-ips")).to.include(SHARED);
       const twoExt = chainOf(dp.scripts[0] as string, "10.96.0.22").replace(/^svc-/, "ext-");

@@ -10,29 +10,34 @@
  * fd00:192::2. node-b: 10.0.2.0/24 and fd00:10:2::/64.
  */
 import { expect } from "chai";
-import { type Block, hairpinElements, planBlock } from "../../src/driver/services/ruleset.js";
-import { changeScript, fullScript } from "../../src/driver/services/ruleset-diff.js";
-import type { SliceView } from "../../src/services/endpoints.js";
-import {
-  type PortPlan,
-  planService,
-  serviceFromApi,
-  sliceService,
-} from "../../src/services/model.js";
+import { type Block, shardTable } from "../../src/driver/services/ruleset.js";
+import { sliceService } from "../../src/services/model.js";
 import {
   applyScript,
   dumpTable,
   type NftTable,
   type Proto,
   parseScript,
+  qualified,
   type TraceInput,
   trace,
 } from "../support/nft-trace.js";
+import {
+  changes,
+  type Ep,
+  http,
+  type Rendered,
+  render,
+  SERVICES,
+  SERVICES_2,
+  SLICES,
+  SLICES_2,
+  slice,
+  WEB_3,
+} from "../support/services-fixture.js";
 
-const NODE = "node-a";
 const NODE_IP = "192.168.0.2";
 const NODE_IP6 = "fd00:192::2";
-const POD_CIDRS = { 4: ["10.0.1.0/24"], 6: ["fd00:10:1::/64"] };
 const T = "inet cni-driver-services";
 
 /** Clients: off the cluster, a pod of node-a (no endpoint of anything), a pod of node-b. */
@@ -42,168 +47,10 @@ const POD_A = "10.0.1.200";
 const POD_A6 = "fd00:10:1::200";
 const POD_B = "10.0.2.200";
 
-type State = "ready" | "serving-terminating" | "terminating" | "unready";
-type Ep = [ip: string, node: string, state?: State];
-
-interface SvcOpts {
-  type?: "ClusterIP" | "NodePort" | "LoadBalancer";
-  ips: string[];
-  ports: Array<{ name: string; port: number; protocol?: string; nodePort?: number }>;
-  externalIPs?: string[];
-  lb?: string[];
-  etp?: "Local";
-  itp?: "Local";
-  affinity?: number;
-}
-
-function service(name: string, o: SvcOpts): Record<string, unknown> {
-  return {
-    metadata: { namespace: "default", name },
-    spec: {
-      type: o.type ?? "ClusterIP",
-      clusterIP: o.ips[0],
-      clusterIPs: o.ips,
-      ports: o.ports.map((p) => ({ protocol: "TCP", ...p, targetPort: p.name })),
-      ...(o.externalIPs ? { externalIPs: o.externalIPs } : {}),
-      ...(o.etp ? { externalTrafficPolicy: o.etp } : {}),
-      ...(o.itp ? { internalTrafficPolicy: o.itp } : {}),
-      ...(o.affinity
-        ? {
-            sessionAffinity: "ClientIP",
-            sessionAffinityConfig: { clientIP: { timeoutSeconds: o.affinity } },
-          }
-        : {}),
-    },
-    ...(o.lb ? { status: { loadBalancer: { ingress: o.lb.map((ip) => ({ ip })) } } } : {}),
-  };
-}
-
-type ApiSlice = SliceView & {
-  metadata: { namespace: string; name: string; labels: Record<string, string> };
-};
-
-/** A slice of Service `svc`; ports [name, port, protocol] default to http 8080/TCP. */
-function slice(
-  svc: string,
-  eps: Ep[],
-  ports: Array<[string, number, string?]> = [["http", 8080]],
-  id = "",
-): ApiSlice {
-  const ipv6 = eps.some(([ip]) => ip.includes(":"));
-  return {
-    metadata: {
-      namespace: "default",
-      name: `${svc}-${ipv6 ? "v6" : "v4"}${id}`,
-      labels: { "kubernetes.io/service-name": svc },
-    },
-    addressType: ipv6 ? "IPv6" : "IPv4",
-    ports: ports.map(([name, port, protocol = "TCP"]) => ({ name, port, protocol })),
-    endpoints: eps.map(([ip, nodeName, state = "ready"]) => ({
-      addresses: [ip],
-      nodeName,
-      conditions: {
-        ready: state === "ready",
-        serving: state === "ready" || state === "serving-terminating",
-        terminating: state === "serving-terminating" || state === "terminating",
-      },
-    })),
-  };
-}
-
-const http = (nodePort?: number) => [{ name: "http", port: 80, ...(nodePort ? { nodePort } : {}) }];
-
-const SERVICES: Record<string, SvcOpts> = {
-  web: { ips: ["172.30.0.10"], ports: http() },
-  empty: {
-    type: "NodePort",
-    ips: ["172.30.0.20"],
-    ports: [...http(30020), { name: "dns", port: 53, protocol: "UDP" }],
-  },
-  "np-cluster": { type: "NodePort", ips: ["172.30.0.30"], ports: http(30030) },
-  "np-local": { type: "NodePort", ips: ["172.30.0.40"], ports: http(30040), etp: "Local" },
-  "np-local-remote": { type: "NodePort", ips: ["172.30.0.50"], ports: http(30050), etp: "Local" },
-  "external-ip": { ips: ["172.30.0.60"], ports: http(), externalIPs: ["198.51.100.10"] },
-  lb: {
-    type: "LoadBalancer",
-    ips: ["172.30.0.61"],
-    ports: http(30061),
-    lb: ["198.51.100.20"],
-    etp: "Local",
-  },
-  "itp-local": { ips: ["172.30.0.70"], ports: http(), itp: "Local" },
-  "itp-local-remote": { ips: ["172.30.0.71"], ports: http(), itp: "Local" },
-  terminating: { ips: ["172.30.0.80"], ports: http() },
-  "terminating-local": { type: "NodePort", ips: ["172.30.0.82"], ports: http(30082), etp: "Local" },
-  named: { ips: ["172.30.0.90"], ports: http() },
-  self: { ips: ["172.30.0.100"], ports: http() },
-  sticky: { type: "NodePort", ips: ["172.30.0.110"], ports: http(30110), affinity: 600 },
-  dual: { type: "NodePort", ips: ["172.30.0.120", "fd00:30::120"], ports: http(30120) },
-  "itp-local-np-cluster": {
-    type: "NodePort",
-    ips: ["172.30.0.150"],
-    ports: http(30150),
-    itp: "Local",
-  },
-  protocols: {
-    ips: ["172.30.0.130"],
-    ports: [
-      { name: "sctp", port: 5000, protocol: "SCTP" },
-      { name: "dns", port: 53, protocol: "UDP" },
-      { name: "dns-tcp", port: 53 },
-    ],
-  },
-};
-
-// biome-ignore format: one slice a line
-const SLICES: ApiSlice[] = [
-  slice("web", [["10.0.1.5", "node-a"], ["10.0.2.5", "node-b"], ["10.0.2.6", "node-b", "unready"]]),
-  slice("empty", [["10.0.2.20", "node-b", "unready"]], [["http", 8080], ["dns", 53, "UDP"]]),
-  slice("np-cluster", [["10.0.1.30", "node-a"], ["10.0.2.30", "node-b"]]),
-  slice("np-local", [["10.0.1.40", "node-a"], ["10.0.2.40", "node-b"]]),
-  slice("np-local-remote", [["10.0.2.50", "node-b"]]),
-  slice("external-ip", [["10.0.1.60", "node-a"], ["10.0.2.60", "node-b"]]),
-  slice("lb", [["10.0.1.61", "node-a"], ["10.0.2.61", "node-b"]]),
-  slice("itp-local", [["10.0.1.70", "node-a"], ["10.0.2.70", "node-b"]]),
-  slice("itp-local-remote", [["10.0.2.71", "node-b"]]),
-  slice("terminating", [["10.0.1.80", "node-a", "serving-terminating"], ["10.0.2.80", "node-b", "terminating"], ["10.0.2.81", "node-b", "unready"]]),
-  slice("terminating-local", [["10.0.1.82", "node-a", "serving-terminating"], ["10.0.2.82", "node-b"]]),
-  // targetPort by name: each slice says what it resolved to on its pods.
-  slice("named", [["10.0.1.90", "node-a"]], [["http", 8080]], "-1"),
-  slice("named", [["10.0.2.90", "node-b"]], [["http", 9090]], "-2"),
-  slice("self", [["10.0.1.101", "node-a"]]),
-  slice("sticky", [["10.0.1.110", "node-a"], ["10.0.2.110", "node-b"]]),
-  slice("dual", [["10.0.1.120", "node-a"], ["10.0.2.120", "node-b"]]),
-  slice("itp-local-np-cluster", [["10.0.2.150", "node-b"]]),
-  slice("dual", [["fd00:10:1::120", "node-a"], ["fd00:10:2::120", "node-b"]]),
-  slice("protocols", [["10.0.2.130", "node-b"]], [["sctp", 5000, "SCTP"], ["dns", 5353, "UDP"], ["dns-tcp", 5354]]),
-];
-/** web with its unready endpoint become ready. */
-const WEB_3 = slice("web", [
-  ["10.0.1.5", "node-a"],
-  ["10.0.2.5", "node-b"],
-  ["10.0.2.6", "node-b"],
-]);
-
-interface Rendered {
-  plans: PortPlan[];
-  blocks: Map<string, Block>;
-  hairpin: Map<string, Map<string, string>>;
-  script: string;
-}
-
-function render(services: Record<string, SvcOpts>, slices: readonly ApiSlice[]): Rendered {
-  const plans = Object.entries(services).flatMap(([name, o]) => {
-    const spec = serviceFromApi(service(name, o));
-    if (!spec) throw new Error(`${name}: not proxied`);
-    return planService(
-      spec,
-      slices.filter((s) => sliceService(s)?.name === name),
-      NODE,
-    );
-  });
-  const blocks = new Map(plans.map((p) => [p.key, planBlock(p, { podCidrs: POD_CIDRS })]));
-  const hairpin = hairpinElements(plans, NODE);
-  return { plans, blocks, hairpin, script: fullScript(blocks.values(), hairpin) };
+/** The table (`inet <shard>`) holding a Service's chains, in a render. */
+function tableOf(r: Rendered, svc: string): string {
+  const p = r.plans.find((x) => x.service === `default/${svc}`);
+  return `inet ${shardTable((r.blocks.get(p?.key ?? "") as Block).shard)}`;
 }
 
 /** The chains and sets of a Service's blocks. */
@@ -318,11 +165,14 @@ describe("services: packets through the nftables Services table (kube-proxy's pa
     });
 
   it("session affinity: a chain and a timeout set per endpoint, the set checked before the pick", () => {
-    const chains = [...(BEFORE.blocks.get("default/sticky:80/tcp/4") as Block).chains.keys()];
+    const sticky = BEFORE.blocks.get("default/sticky:80/tcp/4") as Block;
+    const chains = [...sticky.chains.keys()];
     const svc = chains.find((c) => c.startsWith("svc-")) as string;
     const [ep1, ep2, ...more] = chains.filter((c) => c.startsWith("ep-")) as [string, string];
     expect(more).to.deep.equal([]);
-    const rules = (c: string) => table.chains.get(c)?.rules.map((r) => r.text) ?? [];
+    const ST = `inet ${shardTable(sticky.shard)}`;
+    const rules = (c: string) =>
+      table.chains.get(qualified(shardTable(sticky.shard), c))?.rules.map((r) => r.text) ?? [];
     const aff = (ep: string) => ep.replace(/^ep-/, "aff-");
     expect(rules(svc)).to.deep.equal([
       `ip daddr 172.30.0.110 ip saddr != 10.0.1.0/24 fib saddr type != local meta mark set meta mark | 0x100000`,
@@ -335,13 +185,13 @@ describe("services: packets through the nftables Services table (kube-proxy's pa
       expect(rules(ep)[0]).to.equal(`update @${aff(ep)} { ip saddr }`);
       expect(rules(ep)[1]).to.match(/^meta l4proto tcp dnat ip to 10\.0\.[12]\.110:8080$/);
       expect(BEFORE.script).to.include(
-        `add set ${T} ${aff(ep)} { type ipv4_addr; flags dynamic,timeout; timeout 600s; }`,
+        `add set ${ST} ${aff(ep)} { type ipv4_addr; flags dynamic,timeout; timeout 600s; }`,
       );
     }
     // A client the set remembers goes to its endpoint only, from the ClusterIP and the node port alike.
     const remembered = parseScript(BEFORE.script);
     const target = rules(ep1)[1]?.split(" to ")[1] as string;
-    applyScript(remembered, `add element ${T} ${aff(ep1)} { ${OUTSIDE} }`);
+    applyScript(remembered, `add element ${ST} ${aff(ep1)} { ${OUTSIDE} }`);
     for (const r of [
       ROWS.find((x) => x.dst === "172.30.0.110"),
       ROWS.find((x) => x.port === 30110),
@@ -372,35 +222,12 @@ describe("services: packets through the nftables Services table (kube-proxy's pa
   it("the tracer refuses a rule it does not understand", () => {
     const svc = [...(BEFORE.blocks.get("default/web:80/tcp/4") as Block).chains.keys()][0];
     expect(() =>
-      parseScript(`${BEFORE.script}add rule ${T} ${svc} tcp dport 80 counter accept\n`),
+      parseScript(
+        `${BEFORE.script}add rule ${tableOf(BEFORE, "web")} ${svc} tcp dport 80 counter accept\n`,
+      ),
     ).to.throw(/cannot parse "tcp dport 80 counter accept"/);
   });
 });
-
-/** State two: several Services changed at once. */
-const SERVICES_2: Record<string, SvcOpts> = Object.fromEntries([
-  ...Object.entries(SERVICES).filter(([n]) => n !== "np-local"),
-  ["sticky", { ...SERVICES.sticky, affinity: 900 }],
-  ["lb", { ...SERVICES.lb, etp: undefined }],
-  ["added", { type: "NodePort", ips: ["172.30.0.140"], ports: http(30140) }],
-]);
-const GONE_2 = ["web", "empty", "self", "itp-local-remote"];
-// biome-ignore format: one slice a line
-const SLICES_2: ApiSlice[] = [
-  ...SLICES.filter((s) => !GONE_2.includes(sliceService(s)?.name ?? "")),
-  WEB_3,
-  slice("empty", [["10.0.2.20", "node-b"]], [["http", 8080], ["dns", 53, "UDP"]]),
-  slice("self", [["10.0.1.101", "node-a", "unready"]]),
-  slice("itp-local-remote", [["10.0.1.71", "node-a"], ["10.0.2.71", "node-b"]]),
-  slice("added", [["10.0.1.140", "node-a"]]),
-];
-
-/** Every plan key of either state: what changed is changeScript's to find. */
-function changes(from: Rendered, to: Rendered): string {
-  const keys = new Set([...from.blocks.keys(), ...to.blocks.keys()]);
-  const changed = new Map([...keys].map((k) => [k, to.blocks.get(k)]));
-  return changeScript(from.blocks, changed, { before: from.hairpin, after: to.hairpin });
-}
 
 describe("services: the incremental script (changeScript)", () => {
   it("one Service's endpoints changed: only its chain is rewritten", () => {
@@ -408,12 +235,13 @@ describe("services: the incremental script (changeScript)", () => {
     const after = render(SERVICES, slices);
     const script = changes(BEFORE, after);
     const [web] = namesOf(BEFORE, "web");
+    const W = tableOf(BEFORE, "web");
     expect(script.trim().split("\n")).to.deep.equal([
-      `flush chain ${T} ${web}`,
-      `add rule ${T} ${web} ip daddr 172.30.0.10 ip saddr != 10.0.1.0/24 fib saddr type != local meta mark set meta mark | 0x100000`,
-      `add rule ${T} ${web} meta l4proto tcp numgen random mod 3 == 0 dnat ip to 10.0.1.5:8080`,
-      `add rule ${T} ${web} meta l4proto tcp numgen random mod 2 == 0 dnat ip to 10.0.2.5:8080`,
-      `add rule ${T} ${web} meta l4proto tcp dnat ip to 10.0.2.6:8080`,
+      `flush chain ${W} ${web}`,
+      `add rule ${W} ${web} ip daddr 172.30.0.10 ip saddr != 10.0.1.0/24 fib saddr type != local meta mark set meta mark | 0x100000`,
+      `add rule ${W} ${web} meta l4proto tcp numgen random mod 3 == 0 dnat ip to 10.0.1.5:8080`,
+      `add rule ${W} ${web} meta l4proto tcp numgen random mod 2 == 0 dnat ip to 10.0.2.5:8080`,
+      `add rule ${W} ${web} meta l4proto tcp dnat ip to 10.0.2.6:8080`,
     ]);
     for (const other of Object.keys(SERVICES).filter((n) => n !== "web"))
       for (const name of namesOf(BEFORE, other)) expect(script).to.not.include(name);
@@ -440,7 +268,7 @@ describe("services: the incremental script (changeScript)", () => {
     const firstChain = lines.findIndex((l) => l.startsWith("delete chain"));
     expect(lastElement).to.be.within(0, firstChain - 1);
     expect(lines.filter((l) => l.startsWith("delete chain")).sort()).to.deep.equal(
-      gone.map((c) => `delete chain ${T} ${c}`).sort(),
+      gone.map((c) => `delete chain ${tableOf(BEFORE, "np-local")} ${c}`).sort(),
     );
     expect(lines.filter((l) => l.startsWith("delete element")).join("\n"))
       .to.include("172.30.0.40 . tcp . 80")
@@ -454,17 +282,22 @@ describe("services: the incremental script (changeScript)", () => {
 
   it("the tracer refuses what the kernel refuses (EBUSY, EEXIST, ENOENT)", () => {
     const [svc] = namesOf(BEFORE, "web");
+    const W = tableOf(BEFORE, "web");
     const t = () => parseScript(BEFORE.script);
-    expect(() => applyScript(t(), `delete chain ${T} ${svc}`)).to.throw(/still in use/);
+    expect(() => applyScript(t(), `delete chain ${W} ${svc}`)).to.throw(/still in use/);
+    expect(() =>
+      applyScript(t(), `add element ${W} service-ips { 172.30.0.10 . tcp . 80 : goto services }`),
+    ).to.throw(/already maps/);
+    expect(() =>
+      applyScript(t(), `delete element ${W} service-ips { 172.30.0.10 . tcp . 81 }`),
+    ).to.throw(/no element/);
+    // A rule names the chains of its own table only.
     expect(() =>
       applyScript(
         t(),
-        `add element ${T} service-ips { 172.30.0.10 . tcp . 80 : goto reject-service }`,
+        `add element ${T} no-endpoint-services { 172.30.0.99 . tcp . 80 : goto ${svc} }`,
       ),
-    ).to.throw(/already maps/);
-    expect(() =>
-      applyScript(t(), `delete element ${T} service-ips { 172.30.0.10 . tcp . 81 }`),
-    ).to.throw(/no element/);
+    ).to.throw(/chain svc-/);
   });
 
   const AFTER = render(SERVICES_2, SLICES_2);

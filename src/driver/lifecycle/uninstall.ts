@@ -33,7 +33,7 @@ import { MASQUERADE_TABLE, ROUTE_PROTOCOL } from "../cluster-network/plan.js";
 import { VXLAN_DEVICE } from "../cluster-network/settings.js";
 import { readConfigDir } from "../config/config-source.js";
 import { POLICY_TABLE } from "../network-policy/ruleset.js";
-import { SERVICES_TABLE } from "../services/ruleset.js";
+import { SERVICES_TABLES } from "../services/ruleset.js";
 import { HOST_CONFLIST_NAME, INSTALLED_RECORD, readInstalled, SHIM_TYPE } from "./host-install.js";
 
 export interface UninstallOptions {
@@ -178,7 +178,7 @@ export async function uninstall(o: UninstallOptions): Promise<string[]> {
     const path = join(o.hostCniBinDir, name);
     did(await gone(() => unlink(path)), path);
   }
-  for (const table of [SERVICES_TABLE, POLICY_TABLE, MASQUERADE_TABLE])
+  for (const table of [...SERVICES_TABLES, POLICY_TABLE, MASQUERADE_TABLE])
     did(await removeNftTable("inet", table), `nftables table inet ${table}`);
   for (const family of [4, 6] as const)
     for (const r of await listRoutesByProtocol(ROUTE_PROTOCOL, family)) {

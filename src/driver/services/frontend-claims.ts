@@ -31,6 +31,8 @@ export class FrontendClaims {
   private readonly owner = new Map<string, string>();
   private readonly wanted = new Map<string, Set<string>>();
   private readonly wants = new Map<string, string[]>();
+  /** Frontends more than one Service wants: kept as they change, so conflicts() costs what they are. */
+  private readonly contested = new Set<string>();
 
   /**
    * What `service` claims now (undefined: it is gone). Answers the other
@@ -53,6 +55,8 @@ export class FrontendClaims {
     for (const f of touched) {
       const w = this.wanted.get(f);
       const held = this.owner.get(f);
+      if (w && w.size > 1) this.contested.add(f);
+      else this.contested.delete(f);
       if (!w || w.size === 0) {
         this.wanted.delete(f);
         this.owner.delete(f);
@@ -76,14 +80,14 @@ export class FrontendClaims {
       );
       if (kept.size > 0) elements.set(map, kept);
     }
-    return { chains: block.chains, sets: block.sets, elements };
+    return { shard: block.shard, chains: block.chains, sets: block.sets, elements };
   }
 
-  /** Frontends more than one Service claims, with the claimants (the owner first). */
+  /** Frontends more than one Service claims, with the claimants (the owner first), by frontend. */
   conflicts(): Array<{ frontend: string; services: string[] }> {
     const out: Array<{ frontend: string; services: string[] }> = [];
-    for (const [f, w] of this.wanted) {
-      if (w.size < 2) continue;
+    for (const f of [...this.contested].sort()) {
+      const w = this.wanted.get(f) ?? new Set<string>();
       const owner = this.owner.get(f) as string;
       out.push({ frontend: f, services: [owner, ...[...w].filter((s) => s !== owner).sort()] });
     }
@@ -91,6 +95,7 @@ export class FrontendClaims {
   }
 
   clear(): void {
+    this.contested.clear();
     this.owner.clear();
     this.wanted.clear();
     this.wants.clear();

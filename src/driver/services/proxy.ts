@@ -2,25 +2,24 @@
  * Services without kube-proxy: with `"services": "driver"` in driver.json and
  * a network on the kernel datapath, the cluster's Services and EndpointSlices
  * are followed through the API, planned per port and family
- * (src/services/model.ts) and written into `inet cni-driver-services`
- * (ruleset.ts).
+ * (src/services/model.ts) and written into `inet cni-driver-services` and
+ * its shard tables (ruleset.ts) through kernel-datapath.ts.
  *
  * - Changes: every event marks its Service; a burst of events is one sync,
  *   which rewrites only the marked Services' chains and elements, in one
- *   transaction. The first sync after a start or a switch writes the table
- *   whole (a table left by an earlier run is replaced, atomically).
+ *   transaction. The first sync after a start or a switch (or a change of
+ *   the node's pod CIDRs, which every block reads) writes the tables whole,
+ *   each replacing what an earlier run left, atomically.
  * - Conntrack: after a sync, UDP flows to an endpoint that is no longer used
  *   and to a frontend whose Service went away or just got its first endpoint
  *   are deleted, so the next datagram is load-balanced anew (the stale-DNS
  *   blackhole of kube-proxy's users).
  * - `"services": "kube-proxy"` (the default) or no kernel-datapath network:
- *   nothing followed, the table removed, no health check port open.
+ *   nothing followed, the tables removed, no health check port open.
  */
 import type pino from "pino";
 import { releaseIdleMemory } from "../../common/malloc-trim.js";
 import { SerialLoop } from "../../common/serial-loop.js";
-import { deleteFlows, type Flow, listFlows } from "../../plumbing/conntrack.js";
-import { applyNftScript, deleteNftTable } from "../../plumbing/nftables.js";
 import type { SliceView } from "../../services/endpoints.js";
 import {
   localEndpointCount,
@@ -36,37 +35,12 @@ import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
 import { FrontendClaims } from "./frontend-claims.js";
+import { HairpinRefs } from "./hairpin-refs.js";
 import { HealthCheckPorts } from "./health-check.js";
-import {
-  type Block,
-  hairpinElements,
-  type NodeView,
-  planBlock,
-  SERVICES_TABLE,
-} from "./ruleset.js";
-import { changeScript, type Elements, fullScript } from "./ruleset-diff.js";
+import { kernelServicesDatapath, type ServicesDatapath } from "./kernel-datapath.js";
+import { type Block, localEndpointTest, type NodeView, planBlock } from "./ruleset.js";
+import { changeScript, fullScriptParts } from "./ruleset-diff.js";
 import { readServicesMode } from "./settings.js";
-
-/** What the proxy does to the node: the kernel's by default, a recorder in unit tests. */
-export interface ServicesDatapath {
-  applyScript(script: string): Promise<void>;
-  deleteTable(): Promise<void>;
-  listFlows(): Promise<Flow[]>;
-  deleteFlow(flow: Flow): Promise<void>;
-}
-
-export const kernelServicesDatapath: ServicesDatapath = {
-  applyScript: (s) => applyNftScript(`Services in table inet ${SERVICES_TABLE}`, s),
-  deleteTable: () => deleteNftTable("inet", SERVICES_TABLE),
-  listFlows,
-  deleteFlow: (f) =>
-    deleteFlows({
-      protocol: f.protocol,
-      src: f.original.src,
-      dst: f.original.dst,
-      dport: f.original.dport,
-    }),
-};
 
 export interface ServiceProxyMetrics {
   servicesSynced(outcome: "ok" | "failed", services: number, ms: number): void;
@@ -106,7 +80,9 @@ export class ServiceProxy {
   private written: Map<string, Planned> | undefined;
   private readonly claims = new FrontendClaims();
   private lastConflicts = "[]";
-  private hairpin: Elements = new Map();
+  private readonly hairpin = new HairpinRefs();
+  /** The node as the written rules know it (its pod CIDRs): when it changes, all is rewritten. */
+  private writtenFor = "";
   private watches: ObjectWatch[] = [];
   private synced = new Set<string>();
   private active = false;
@@ -179,7 +155,7 @@ export class ServiceProxy {
     this.cleanFrom = undefined;
     this.dirty.clear();
     this.written = undefined;
-    this.hairpin = new Map();
+    this.hairpin.clear();
     this.claims.clear();
     this.health.close();
     // Whatever an earlier run or mode left: the other mode keeps no rule of ours.
@@ -296,20 +272,24 @@ export class ServiceProxy {
     const t0 = performance.now();
     const dirty = this.dirty;
     this.dirty = new Set();
+    const node = this.node();
+    // Every block and hairpin element depends on the node's pod CIDRs: a change of them rewrites all.
+    if (JSON.stringify(node) !== this.writtenFor) this.written = undefined;
     const first = this.written === undefined;
     const before = this.written ?? new Map();
     const after = new Map(before);
     const affected = this.replan(first ? [...this.services.keys()] : [...dirty], first, after);
-    const hairpin = hairpinElements(
-      [...after.values()].flatMap((p) => p.plans),
-      this.o.nodeName ?? "",
-      this.node().podCidrs,
-    );
-    let script: string;
+    const isLocal = localEndpointTest(this.o.nodeName ?? "", node.podCidrs);
+    let script = "";
+    let whole: Iterable<string> | undefined;
+    let commitHairpin = () => {};
     if (first)
-      script = fullScript(
+      whole = fullScriptParts(
         [...after.values()].flatMap((p) => [...p.blocks.values()]),
-        hairpin,
+        this.hairpin.reset(
+          [...after.values()].flatMap((p) => p.plans),
+          isLocal,
+        ),
       );
     else {
       const current = new Map<string, Block>();
@@ -321,10 +301,16 @@ export class ServiceProxy {
         }
         for (const [k, b] of after.get(key)?.blocks ?? []) changed.set(k, b);
       }
-      script = changeScript(current, changed, { before: this.hairpin, after: hairpin });
+      const plansOf = (m: Map<string, Planned>) =>
+        [...affected].flatMap((key) => m.get(key)?.plans ?? []);
+      const hp = this.hairpin.change(plansOf(before), plansOf(after), isLocal);
+      commitHairpin = hp.commit;
+      script = changeScript(current, changed, { before: hp.gone, after: hp.added });
     }
     try {
-      if (script) await this.datapath.applyScript(script);
+      if (whole && this.datapath.applyWhole) await this.datapath.applyWhole(whole);
+      else if (whole) await this.datapath.applyScript([...whole].join(""));
+      else if (script) await this.datapath.applyScript(script);
     } catch (err) {
       // Rewritten whole at the retry: the kernel may hold either state.
       if (!first) this.cleanFrom ??= before;
@@ -337,7 +323,8 @@ export class ServiceProxy {
     }
     if (this.stopped || !this.active) return;
     this.written = after;
-    this.hairpin = hairpin;
+    this.writtenFor = JSON.stringify(node);
+    commitHairpin();
     this.loop.succeeded();
     this.o.metrics?.servicesSynced("ok", after.size, performance.now() - t0);
     this.log.debug(

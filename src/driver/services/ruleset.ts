@@ -1,5 +1,5 @@
 /**
- * The `inet cni-driver-services` table: Service load-balancing in the shape
+ * The Services tables: Service load-balancing in the shape
  * of kube-proxy's nftables mode (KEP-3866), written from the port plans of
  * src/services/model.ts.
  *
@@ -23,6 +23,13 @@
  *
  * Each port plan renders to a block (its chains, sets and map elements), so
  * a change rewrites only the blocks it touches (see ruleset-diff.ts). Pure.
+ *
+ * The blocks are spread over SERVICE_SHARDS tables of their own (each with
+ * its frontend maps and nat hooks); the table named SERVICES_TABLE keeps
+ * what is shared: the reject maps, the hairpin sets, masquerade. The kernel
+ * checks the jump graph of every table a transaction touches, all of it:
+ * with 100,000 rules in one table that check alone costs some 60 ms per
+ * change, so a change pays for its shard only (docs/services.md).
  */
 import { createHash } from "node:crypto";
 import { cidrContains, parseCidr, parseIp } from "../../net/ip.js";
@@ -30,16 +37,27 @@ import type { ServiceEndpoint } from "../../services/endpoints.js";
 import type { PortPlan } from "../../services/model.js";
 
 export const SERVICES_TABLE = "cni-driver-services";
+/** How many tables the Services' chains are spread over (a fixed number: a plan's shard is its hash's). */
+export const SERVICE_SHARDS = 16;
+/** The table of shard k. */
+export const shardTable = (k: number) => `${SERVICES_TABLE}-${k}`;
+/** Every table of the Services: the shared one first. */
+export const SERVICES_TABLES: readonly string[] = [
+  SERVICES_TABLE,
+  ...Array.from({ length: SERVICE_SHARDS }, (_, k) => shardTable(k)),
+];
 /** The packet mark asking postrouting to masquerade (a bit kube-proxy's 0x4000 does not use). */
 export const MASQUERADE_MARK = 0x0010_0000;
 
-/** One port plan's share of the table. */
+/** One port plan's share of the tables. */
 export interface Block {
+  /** The shard whose table holds its chains, sets and frontend elements (from its plan's key). */
+  shard: number;
   /** Chain name -> its rules, in order. */
   chains: Map<string, string[]>;
   /** Set name -> its declaration (inside `{ }`). */
   sets: Map<string, string>;
-  /** Map name -> key -> value (a verdict). */
+  /** Map name -> key -> value (a verdict); the reject maps are the shared table's (elementTable). */
   elements: Map<string, Map<string, string>>;
 }
 
@@ -58,6 +76,15 @@ export const NO_ENDPOINT_MAP: Readonly<Record<string, string>> = {
 };
 
 const hash = (s: string) => createHash("sha256").update(s).digest("hex").slice(0, 12);
+
+/** The shard of a port plan, from its key's hash alone: a plan never moves while it exists. */
+const shardOfHash = (h: string) => Number.parseInt(h.slice(0, 8), 16) % SERVICE_SHARDS;
+
+const SHARED_MAPS = new Set([...Object.values(NO_ENDPOINT_MAP), "hairpin", "hairpin6"]);
+
+/** The table a block's map lives in: the shared one for rejects and hairpin, else the block's shard. */
+export const elementTable = (map: string, shard: number) =>
+  SHARED_MAPS.has(map) ? SERVICES_TABLE : shardTable(shard);
 
 const ipKw = (f: 4 | 6) => (f === 4 ? "ip" : "ip6");
 const bracket = (f: 4 | 6, ip: string) => (f === 6 ? `[${ip}]` : ip);
@@ -122,7 +149,13 @@ export function addElement(
 
 /** The chains, sets and map elements of one port plan. */
 export function planBlock(plan: PortPlan, node: NodeView): Block {
-  const b: Block = { chains: new Map(), sets: new Map(), elements: new Map() };
+  const h = hash(plan.key);
+  const b: Block = {
+    shard: shardOfHash(h),
+    chains: new Map(),
+    sets: new Map(),
+    elements: new Map(),
+  };
   const six = plan.family === 6 ? "6" : "";
   const proto = plan.protocol;
   const external = [
@@ -143,7 +176,6 @@ export function planBlock(plan: PortPlan, node: NodeView): Block {
       addElement(b.elements, NO_ENDPOINT_MAP[f.map] as string, f.key, "goto reject-service");
     return b;
   }
-  const h = hash(plan.key);
   const svc = `svc-${h}`;
   const ipk = ipKw(plan.family);
   const mark = `meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`;
@@ -188,28 +220,19 @@ export function planBlock(plan: PortPlan, node: NodeView): Block {
   return b;
 }
 
-/** The table's fixed part: maps, sets and base chains, with nothing of any Service. */
+const vmap = (name: string, key: string) => `  map ${name} {\n    type ${key} : verdict\n  }`;
+
+/** The shared table's fixed part: the reject maps and chains, hairpin, masquerade. */
 export function skeleton(): string {
   const mark = `0x${MASQUERADE_MARK.toString(16)}`;
-  const vmap = (name: string, key: string) => `  map ${name} {\n    type ${key} : verdict\n  }`;
   return [
     `table inet ${SERVICES_TABLE} {`,
-    vmap("service-ips", "ipv4_addr . inet_proto . inet_service"),
-    vmap("service-ips6", "ipv6_addr . inet_proto . inet_service"),
-    vmap("service-nodeports", "inet_proto . inet_service"),
-    vmap("service-nodeports6", "inet_proto . inet_service"),
     vmap("no-endpoint-services", "ipv4_addr . inet_proto . inet_service"),
     vmap("no-endpoint-services6", "ipv6_addr . inet_proto . inet_service"),
     vmap("no-endpoint-nodeports", "inet_proto . inet_service"),
     vmap("no-endpoint-nodeports6", "inet_proto . inet_service"),
     "  set hairpin {\n    type ipv4_addr . ipv4_addr\n  }",
     "  set hairpin6 {\n    type ipv6_addr . ipv6_addr\n  }",
-    "  chain services {",
-    "    ip daddr . meta l4proto . th dport vmap @service-ips",
-    "    ip6 daddr . meta l4proto . th dport vmap @service-ips6",
-    "    fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
-    "    fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports6",
-    "  }",
     "  chain endpoints-check {",
     "    ip daddr . meta l4proto . th dport vmap @no-endpoint-services",
     "    ip6 daddr . meta l4proto . th dport vmap @no-endpoint-services6",
@@ -219,14 +242,6 @@ export function skeleton(): string {
     "  chain reject-service {",
     "    meta l4proto tcp reject with tcp reset",
     "    reject",
-    "  }",
-    "  chain nat-prerouting {",
-    "    type nat hook prerouting priority dstnat; policy accept;",
-    "    jump services",
-    "  }",
-    "  chain nat-output {",
-    "    type nat hook output priority -100; policy accept;",
-    "    jump services",
     "  }",
     "  chain nat-postrouting {",
     "    type nat hook postrouting priority srcnat; policy accept;",
@@ -247,28 +262,76 @@ export function skeleton(): string {
 }
 
 /**
- * The `hairpin` sets' elements: every endpoint on this node (its slice says
- * so, or, when the slice names no node, its address is in this node's pod
- * CIDRs), paired with itself.
+ * A shard's fixed part: its frontend maps and the nat hooks looking them up.
+ * Every shard's hooks see every new connection, so a miss is kept cheap: a
+ * node port is looked up before `fib` asks whether the address is the
+ * node's (the same match as `fib ... ip daddr != ... vmap`, in a cheaper order).
  */
+export function shardSkeleton(k: number): string {
+  return [
+    `table inet ${shardTable(k)} {`,
+    vmap("service-ips", "ipv4_addr . inet_proto . inet_service"),
+    vmap("service-ips6", "ipv6_addr . inet_proto . inet_service"),
+    vmap("service-nodeports", "inet_proto . inet_service"),
+    vmap("service-nodeports6", "inet_proto . inet_service"),
+    "  chain services {",
+    "    ip daddr . meta l4proto . th dport vmap @service-ips",
+    "    ip6 daddr . meta l4proto . th dport vmap @service-ips6",
+    "    ip daddr != 127.0.0.0/8 meta l4proto . th dport @service-nodeports fib daddr type local meta l4proto . th dport vmap @service-nodeports",
+    "    ip6 daddr != ::1 meta l4proto . th dport @service-nodeports6 fib daddr type local meta l4proto . th dport vmap @service-nodeports6",
+    "  }",
+    "  chain nat-prerouting {",
+    "    type nat hook prerouting priority dstnat; policy accept;",
+    "    jump services",
+    "  }",
+    "  chain nat-output {",
+    "    type nat hook output priority -100; policy accept;",
+    "    jump services",
+    "  }",
+    "}",
+    "",
+  ].join("\n");
+}
+
+/**
+ * Whether an endpoint is on this node: its slice says so, or, when the slice
+ * names no node, its address is in this node's pod CIDRs.
+ */
+export function localEndpointTest(
+  nodeName: string,
+  podCidrs: NodeView["podCidrs"] = { 4: [], 6: [] },
+): (ep: ServiceEndpoint) => boolean {
+  const cidrs = [...podCidrs[4], ...podCidrs[6]].flatMap((c) => parseCidr(c) ?? []);
+  return (ep) => {
+    if (ep.nodeName !== undefined) return ep.nodeName === nodeName;
+    const a = parseIp(ep.ip);
+    return a !== undefined && cidrs.some((c) => cidrContains(c, a));
+  };
+}
+
+/** The hairpin elements of some plans, as `map key` pairs (a pair may come twice). */
+export function hairpinPairs(
+  plans: Iterable<PortPlan>,
+  isLocal: (ep: ServiceEndpoint) => boolean,
+): Array<[map: string, key: string]> {
+  const out: Array<[string, string]> = [];
+  for (const p of plans)
+    for (const ep of [...p.internal, ...p.external])
+      if (isLocal(ep)) out.push([p.family === 4 ? "hairpin" : "hairpin6", `${ep.ip} . ${ep.ip}`]);
+  return out;
+}
+
+/** The `hairpin` sets' elements: every endpoint on this node, paired with itself. */
 export function hairpinElements(
   plans: Iterable<PortPlan>,
   nodeName: string,
   podCidrs: NodeView["podCidrs"] = { 4: [], 6: [] },
 ): Map<string, Map<string, string>> {
-  const cidrs = [...podCidrs[4], ...podCidrs[6]].flatMap((c) => parseCidr(c) ?? []);
-  const local = (ep: ServiceEndpoint) => {
-    if (ep.nodeName !== undefined) return ep.nodeName === nodeName;
-    const a = parseIp(ep.ip);
-    return a !== undefined && cidrs.some((c) => cidrContains(c, a));
-  };
-  const v4 = new Map<string, string>();
-  const v6 = new Map<string, string>();
-  for (const p of plans)
-    for (const ep of [...p.internal, ...p.external])
-      if (local(ep)) (p.family === 4 ? v4 : v6).set(`${ep.ip} . ${ep.ip}`, "");
-  return new Map([
-    ["hairpin", v4],
-    ["hairpin6", v6],
+  const sets = new Map([
+    ["hairpin", new Map<string, string>()],
+    ["hairpin6", new Map<string, string>()],
   ]);
+  for (const [map, key] of hairpinPairs(plans, localEndpointTest(nodeName, podCidrs)))
+    sets.get(map)?.set(key, "");
+  return sets;
 }
