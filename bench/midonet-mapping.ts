@@ -5,7 +5,10 @@
  * (InternalIP + ExternalIP, host id and MAC annotations, one /24 pod CIDR
  * each), 150,000 running pods (30 per node, MAC annotated, addressed), and
  * 10,000 ClusterIP services (one TCP port; every fifth one also a UDP port)
- * whose EndpointSlices list 100,000 ready endpoints, each a pod's address.
+ * whose EndpointSlices list 100,000 ready endpoints, each a pod's address, and
+ * NetworkPolicy: 50 labelled namespaces, pods labelled by app and tier with a
+ * named container port, 10,000 policies (bench/policy-cluster.ts, the kernel
+ * policy bench's own).
  *
  * Measured in one process:
  * - full translation: mapCluster (every object mapped, indexed, chain
@@ -14,9 +17,13 @@
  *   maxRSS for the process, heap sampled the same way;
  * - one incremental pod event: median and p99 over 1,000 events against the
  *   full state (pod created, pod given its MAC annotation, pod finished, pod
- *   deleted, in turn).
+ *   deleted, in turn);
+ * - one policy event: median and p99 over 200 events (a policy's port
+ *   changed, a policy deleted and put back, in turn), and one pod relabel
+ *   that makes it a peer of rules.
  *
- * Targets: whole set ≤ 10 s and ≤ 1.5 GiB; ≤ 1 ms per pod event.
+ * Targets: whole set ≤ 10 s and ≤ 1.5 GiB; ≤ 1 ms per pod event; a policy event
+ * within the same 1 ms.
  * Run: `npm run bench:midonet-mapping`.
  */
 import { performance } from "node:perf_hooks";
@@ -29,12 +36,19 @@ import {
   type Service,
 } from "../src/midonet/mapping/index.js";
 import { ANNOTATION_HOST_ID, ANNOTATION_MAC_ADDRESS } from "../src/midonet/node-contract.js";
+import { clusterPodLabels, clusterPolicy, namespaceObject, nsName } from "./policy-cluster.js";
 
 const NODES = 5_000;
 const PODS_PER_NODE = 30;
 const SERVICES = 10_000;
 const ENDPOINTS_PER_SERVICE = 10;
 const EVENTS = 1_000;
+const NAMESPACES = 50;
+/** `--policies N` runs with fewer (0: the mapping without NetworkPolicy, for comparison). */
+const POLICIES = process.argv.includes("--policies")
+  ? Number(process.argv[process.argv.indexOf("--policies") + 1])
+  : 10_000;
+const POLICY_EVENTS = 200;
 
 const TARGETS = { seconds: 10, bytes: 1.5 * 1024 ** 3, eventMs: 1 };
 
@@ -83,11 +97,18 @@ function makeNodes(): Node[] {
 function makePod(i: number, j: number, extra = ""): Pod {
   return {
     metadata: {
-      namespace: `ns-${i % 50}`,
+      namespace: nsName(i % NAMESPACES),
       name: `pod-${i}-${j}${extra}`,
       annotations: { [ANNOTATION_MAC_ADDRESS]: mac(0xbb, i * PODS_PER_NODE + j) },
+      labels: clusterPodLabels(i * PODS_PER_NODE + j),
     },
-    spec: { nodeName: nodeName(i) },
+    // The named port NetworkPolicy resolves: the policy model reads containers, the mapping's Pod type does not.
+    spec: {
+      nodeName: nodeName(i),
+      containers: [
+        { name: "main", ports: [{ name: "http", containerPort: 8080, protocol: "TCP" }] },
+      ],
+    } as Pod["spec"],
     status: { phase: "Running", podIP: podIp(i, j), podIPs: [{ ip: podIp(i, j) }] },
   };
 }
@@ -169,6 +190,8 @@ function main(): void {
   const nodes = makeNodes();
   const pods = makePods();
   const { services, slices } = makeServices();
+  const namespaces = Array.from({ length: NAMESPACES }, (_, n) => namespaceObject(nsName(n), n));
+  const policies = Array.from({ length: POLICIES }, (_, k) => clusterPolicy(k, NAMESPACES));
   const genMs = performance.now() - t0;
   sample();
   const rssBefore = process.memoryUsage().rss;
@@ -176,7 +199,7 @@ function main(): void {
   const cpuStart = process.cpuUsage();
   const start = performance.now();
   const mapper = mapCluster(
-    { nodes, pods, services, endpointSlices: slices },
+    { nodes, pods, services, endpointSlices: slices, namespaces, networkPolicies: policies },
     {
       tenant: "midonetkube",
       clusterCidrs: ["10.0.0.0/8"],
@@ -218,7 +241,7 @@ function main(): void {
         mapper.upsertPod(pod);
         break;
       default: // a pod is deleted
-        mapper.deletePod(`ns-${i % 50}`, `pod-${i}-${j}`);
+        mapper.deletePod(nsName(i % NAMESPACES), `pod-${i}-${j}`);
     }
     times.push(performance.now() - t);
   }
@@ -226,6 +249,37 @@ function main(): void {
   times.sort((a, b) => a - b);
   const median = percentile(times, 0.5);
   const p99 = percentile(times, 0.99);
+
+  // Policy events against the full state.
+  const policyTimes: number[] = [];
+  for (let e = 0; e < POLICY_EVENTS; e++) {
+    const k = (e * 53) % POLICIES;
+    const policy = clusterPolicy(k, NAMESPACES) as { spec: { ingress: { ports: unknown[] }[] } };
+    const t = performance.now();
+    if (e % 2 === 0) {
+      (policy.spec.ingress[0] as { ports: unknown[] }).ports = [
+        { protocol: "TCP", port: 9000 + e },
+      ];
+      mapper.upsertNetworkPolicy(policy);
+    } else {
+      const { namespace, name } = (
+        policy as unknown as { metadata: { namespace: string; name: string } }
+      ).metadata;
+      mapper.deleteNetworkPolicy(namespace, name);
+      mapper.upsertNetworkPolicy(clusterPolicy(k, NAMESPACES));
+    }
+    policyTimes.push(performance.now() - t);
+  }
+  sample();
+  policyTimes.sort((a, b) => a - b);
+  const policyMedian = percentile(policyTimes, 0.5);
+  const policyP99 = percentile(policyTimes, 0.99);
+  const policyResources = mapper.state
+    .resources()
+    .filter(
+      (r) =>
+        r.owner.startsWith("NetworkPolicyFilter/") || r.owner.startsWith("NetworkPolicyPeers/"),
+    ).length;
 
   const maxRss = process.resourceUsage().maxRSS * 1024;
   const peak = Math.max(peakRss, maxRss);
@@ -258,6 +312,14 @@ function main(): void {
   console.log(`incremental pod event (${EVENTS} events: create, re-annotate, finish, delete)`);
   console.log(
     `  median      ${(median * 1000).toFixed(1)} µs (p99 ${(p99 * 1000).toFixed(1)} µs)   target ≤ ${TARGETS.eventMs} ms   ${verdict(median <= TARGETS.eventMs)}`,
+  );
+  console.log("");
+  console.log(
+    `NetworkPolicy: ${policies.length} policies in ${namespaces.length} namespaces → ${policyResources} chains and rules (part of the full translation above)`,
+  );
+  console.log(`policy event (${POLICY_EVENTS} events: a port changed, deleted and put back)`);
+  console.log(
+    `  median      ${policyMedian.toFixed(2)} ms (p99 ${policyP99.toFixed(2)} ms)   target ≤ ${TARGETS.eventMs} ms   ${verdict(policyMedian <= TARGETS.eventMs)}`,
   );
 }
 

@@ -63,6 +63,8 @@ interface RuleState {
   chunks?: { generation: number; chunks: AddressChunks };
   /** The rule as it applies to any pod, when that does not depend on the pod (no ingress named port). */
   shared?: PodRule;
+  /** Otherwise, the rule by how the pod's port names resolved (ports as text). */
+  perPodRules?: Map<string, PodRule>;
 }
 
 /** A rule's pod peers of one namespace; replaced, never changed, when they change. */
@@ -603,7 +605,17 @@ export class PolicyModel {
         if (found) ports.push({ protocol, port: found.port });
       } else portNames.push({ protocol, name: p.port });
     }
-    return { ...base, ports, portNames, perPod };
+    if (!perPod) return { ...base, ports, portNames, perPod };
+    // Pods whose names resolve alike share one answer: a rule selecting thousands of
+    // pods of one kind makes one object, not one per pod.
+    const key = ports.map((p) => `${p.protocol}/${p.port}/${p.endPort}`).join(",");
+    rule.perPodRules ??= new Map();
+    let shared = rule.perPodRules.get(key);
+    if (!shared) {
+      shared = { ...base, ports, portNames, perPod };
+      rule.perPodRules.set(key, shared);
+    }
+    return shared;
   }
 }
 
