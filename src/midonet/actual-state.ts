@@ -35,6 +35,7 @@ import { isNameBasedUuid } from "./ids.js";
 import { deepEqual } from "./mapping/diff.js";
 import type { DesiredResource } from "./mapping/model.js";
 import { resourceKey } from "./mapping/model.js";
+import { ownedFields } from "./owned-fields.js";
 import type {
   Bridge,
   Chain,
@@ -446,7 +447,8 @@ function hiddenEntries(
  * - "same": nothing to do;
  * - "update": a PUT fixes it (routers, bridges, ports on the right device);
  * - "replace": only deleting and creating it again fixes it (MidoNet cannot
- *   update routes, rules, memberships, bindings; a port on another device);
+ *   update routes, rules, memberships, bindings; a port on another device; a
+ *   router port's address, whose Local route MidoNet makes only on create);
  * - "drift": it differs, but re-creating it would do more harm than the
  *   difference (a chain's name: deleting a chain drops its rules and every jump
  *   to it; a tunnel zone: MidoNet refuses a PUT that keeps a zone's own name).
@@ -477,7 +479,9 @@ function fieldsDiffer(want: object, have: object, fields: readonly string[]): st
 /**
  * Which fields of `held` differ from `wanted` (empty: same), and what fixes them.
  * Only fields the mapping sets are compared, plus the references it leaves unset
- * on purpose (filters), so defaults the API renders do not count as drift.
+ * on purpose (filters), so defaults the API renders do not count as drift; for
+ * routers, bridges and ports, the fields it owns (owned-fields.ts), which are
+ * all its PUT changes.
  */
 export function compareHeld(
   wanted: DesiredResource,
@@ -501,21 +505,22 @@ export function compareHeld(
       return fields.length ? { comparison: "drift", fields } : same;
     case "Router":
     case "Bridge":
-      fields = fieldsDiffer(want, have, [
-        "name",
-        "tenantId",
-        "inboundFilterId",
-        "outboundFilterId",
-      ]);
+      fields = fieldsDiffer(want, have, ownedFields(wanted.kind, want));
       return fields.length ? { comparison: "update", fields } : same;
     case "Port": {
       if (want.type !== have.type) return { comparison: "replace", fields: ["type"] };
-      fields = fieldsDiffer(want, have, ["inboundFilterId", "outboundFilterId"]);
-      if (want.type === "Router") {
-        const w = wanted.body as RouterPort;
-        const h = held.body as RouterPort;
-        if (!deepEqual(w.portSubnet ?? [], h.portSubnet ?? [])) fields.push("portSubnet");
-        if (!sameText(w.portMac, h.portMac)) fields.push("portMac");
+      const owned = ownedFields("Port", want);
+      fields = fieldsDiffer(
+        want,
+        have,
+        owned.filter((f) => f !== "portSubnet"),
+      );
+      // MidoNet makes a port's Local /32 route when it creates the port, and a PUT
+      // leaves routes alone (PortResource.scala): a new address needs a new port.
+      const w = wanted.body as RouterPort;
+      const h = held.body as RouterPort;
+      if (owned.includes("portSubnet") && !deepEqual(w.portSubnet ?? [], h.portSubnet ?? [])) {
+        return { comparison: "replace", fields: [...fields, "portSubnet"] };
       }
       return fields.length ? { comparison: "update", fields } : same;
     }

@@ -23,6 +23,7 @@ import { MidonetApiError, type MidonetClient } from "./api.js";
 import type { DesiredState } from "./mapping/desired-state.js";
 import { insertPosition } from "./mapping/desired-state.js";
 import { type DesiredResource, nodeOwner, ownerNode, resourceKey } from "./mapping/model.js";
+import { mergedPutBody } from "./owned-fields.js";
 import type {
   Held,
   ReconcileLogger,
@@ -173,9 +174,22 @@ export class ReconcileWrites implements TaskRunner {
     return this.create(task, want);
   }
 
+  /**
+   * A PUT replaces the whole object, so it is read first and sent back with
+   * only the fields the controller owns changed (owned-fields.ts): what an
+   * operator set on it (a load balancer, mirrors, a QoS policy) stays.
+   */
   private async update(task: Task, want: DesiredResource): Promise<boolean> {
+    const wanted = asObject(want) as MidonetObject & { kind: "Router" | "Bridge" | "Port" };
     try {
-      await this.o.client.update(asObject(want) as MidonetObject & { kind: UpdatableKind });
+      const held = await this.o.client.get(wanted);
+      if (held === undefined) {
+        // Gone since it was read: made again.
+        this.held.delete(task.key);
+        return this.create(task, want);
+      }
+      const body = mergedPutBody(wanted, held);
+      await this.o.client.update({ ...wanted, body } as MidonetObject & { kind: UpdatableKind });
     } catch (err) {
       if (statusOf(err) === 404) this.held.delete(task.key);
       this.o.queue.failed(task, "update", want.kind, err);

@@ -119,30 +119,47 @@ export interface TunnelZoneHost {
   uri?: string;
 }
 
-/** Fields Router and Bridge share. */
+/**
+ * Fields Router and Bridge share. A PUT replaces the object with its body, so
+ * one that omits a field clears it: the controller sets only name, tenantId
+ * and the filters, and carries the rest back as read (an operator's settings).
+ */
 export interface Device {
   id?: Uuid;
   tenantId?: string | null;
   name?: string | null;
   inboundFilterId?: Uuid | null;
   outboundFilterId?: Uuid | null;
+  /** An operator's; an omitted one is true again after a PUT. */
   adminStateUp?: boolean;
+  inboundMirrorIds?: Uuid[] | null;
+  outboundMirrorIds?: Uuid[] | null;
+  qosPolicyId?: Uuid | null;
   /** read-only */
   uri?: string;
 }
 
-export interface Router extends Device {}
+export interface Router extends Device {
+  loadBalancerId?: Uuid | null;
+  localRedirectChainId?: Uuid | null;
+  forwardChainId?: Uuid | null;
+  asNumber?: number;
+}
 
 export interface Bridge extends Device {}
 
 export type PortType = "Bridge" | "Router";
 
+/** A PUT replaces the port with its body, as for a Device (see there). */
 interface PortBase {
   id?: Uuid;
   type: PortType;
   inboundFilterId?: Uuid | null;
   outboundFilterId?: Uuid | null;
   adminStateUp?: boolean;
+  vifId?: Uuid | null;
+  inboundMirrorIds?: Uuid[] | null;
+  outboundMirrorIds?: Uuid[] | null;
   /** read-only: the bridge or router the port is on */
   deviceId?: Uuid;
   /** read-only: set by POST /ports/{id}/link */
@@ -163,7 +180,8 @@ export interface RouterPort extends PortBase {
   type: "Router";
   /**
    * The port's addresses in CIDR form, the address part being the port's own
-   * address ("10.1.0.1/24"). The server adds a Local /32 route for each.
+   * address ("10.1.0.1/24"). The server adds a Local /32 route for each when
+   * it creates the port, and leaves routes alone on a PUT.
    */
   portSubnet?: string[];
   /**

@@ -442,6 +442,56 @@ describe("midonet reconciler (against the API simulator)", function () {
     );
   });
 
+  /** The addresses ClusterRouter routes locally through `port` (MidoNet's Local /32 routes). */
+  function localRoutesThrough(port: string): string[] {
+    return sim
+      .snapshot()
+      .routes.filter((r) => r.type === "Local" && r.nextHopPort === port)
+      .map((r) => `${r.dstNetworkAddr}/${r.dstNetworkLength}`);
+  }
+
+  /** node1 as registered again with the pod CIDR 10.1.9.0/24 (and its pods gone with it). */
+  function node1WithNewPodCidr(mapper: ClusterMapper): ResourceChanges[] {
+    return [
+      mapper.deletePod("default", "web-0"),
+      mapper.deletePod("default", "web-3"),
+      mapper.upsertNode({
+        ...node("node1", 1, { "midonet.org/host-id": HOSTS.node1 as string }),
+        spec: { podCIDR: "10.1.9.0/24" },
+      }),
+    ];
+  }
+
+  it("a node registered again with another pod CIDR while it was down: its router port gets the new address's Local route and loses the old one", async () => {
+    const h = await converged();
+    const routerPort = nodeIds(h.mapper.config, "node1").routerPort;
+    expect(localRoutesThrough(routerPort)).to.deep.equal(["10.1.1.1/32"]);
+    const restarted = harness();
+    fullCluster(restarted.mapper);
+    node1WithNewPodCidr(restarted.mapper);
+    expect((await restarted.reconciler.resync()).ok).to.equal(true);
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), restarted.mapper.state);
+    const port = sim.snapshot().ports.find((p) => p.id === routerPort);
+    expect(port?.type === "Router" && port.portSubnet).to.deep.equal(["10.1.9.1/24"]);
+    expect(localRoutesThrough(routerPort)).to.deep.equal(["10.1.9.1/32"]);
+  });
+
+  it("a node's pod CIDR changing while running: the same, and its pod route and link come back with the port", async () => {
+    const h = await converged();
+    const ids = nodeIds(h.mapper.config, "node1");
+    await h.apply(...node1WithNewPodCidr(h.mapper));
+    expect(h.failures).to.deep.equal([]);
+    expectTopology(sim.snapshot(), h.mapper.state);
+    expect(localRoutesThrough(ids.routerPort)).to.deep.equal(["10.1.9.1/32"]);
+    const podRoute = sim.snapshot().routes.find((r) => r.id === ids.route);
+    expect(podRoute).to.include({ dstNetworkAddr: "10.1.9.0", nextHopPort: ids.routerPort });
+    expect(sim.snapshot().ports.find((p) => p.id === ids.bridgePort)?.peerId).to.equal(
+      ids.routerPort,
+    );
+  });
+
   it("orphans of a downtime (a service and a node deleted while it was down) are found by listing and deleted at resync", async () => {
     await converged();
     const restarted = harness();
@@ -566,6 +616,76 @@ describe("midonet reconciler (against the API simulator)", function () {
     const remade = calls[1]?.replace("DELETE /rules/", "");
     expect([cfg.ids.reverseSnat, cfg.ids.reverseDnat]).to.include(remade);
     expect(calls.slice(1)).to.deep.equal([`DELETE /rules/${remade}`, `POST /rules/${remade}`]);
+  });
+
+  it("an operator's settings on ClusterRouter, a node's bridge and its node port (load balancer, chains, mirrors, QoS policy, admin state) survive the PUTs that repair drift", async () => {
+    const h = await converged();
+    const cfg = h.mapper.config;
+    const ids = nodeIds(cfg, "node1");
+    const mirror = "0b7c3a4e-5555-4a5a-8a5a-000000000005";
+    const loadBalancer = "0b7c3a4e-6666-4a6a-8a6a-000000000006";
+    const forward = "0b7c3a4e-7777-4a7a-8a7a-000000000007";
+    await h.client.chains.create({ id: forward, name: "operator-forward", tenantId: "ops" });
+    const routerSettings = {
+      loadBalancerId: loadBalancer,
+      forwardChainId: forward,
+      localRedirectChainId: forward,
+      inboundMirrorIds: [mirror],
+      qosPolicyId: loadBalancer,
+      adminStateUp: false,
+    };
+    const bridgeSettings = { outboundMirrorIds: [mirror], qosPolicyId: loadBalancer };
+    const portSettings = { inboundMirrorIds: [mirror], adminStateUp: false };
+    // Each set with a drift the controller repairs by a PUT: a name, a filter cleared.
+    const router = await h.client.routers.get(cfg.ids.clusterRouter);
+    await h.client.routers.update({
+      ...router,
+      ...routerSettings,
+      id: cfg.ids.clusterRouter,
+      name: "renamed",
+    });
+    const bridge = await h.client.bridges.get(ids.bridge);
+    await h.client.bridges.update({
+      ...bridge,
+      ...bridgeSettings,
+      id: ids.bridge,
+      inboundFilterId: null,
+    });
+    const port = await h.client.ports.get(ids.nodePort);
+    await h.client.ports.update({
+      ...port!,
+      ...portSettings,
+      id: ids.nodePort,
+      outboundFilterId: null,
+    });
+    sim.clearCalls();
+
+    const restarted = harness();
+    fullCluster(restarted.mapper);
+    expect(await restarted.reconciler.resync()).to.include({ ok: true, differing: 3 });
+    await restarted.settle();
+    expect(restarted.failures).to.deep.equal([]);
+    expect(
+      writeCalls()
+        .filter((c) => c.startsWith("PUT"))
+        .sort(),
+    ).to.deep.equal(
+      [
+        `PUT /routers/${cfg.ids.clusterRouter}`,
+        `PUT /bridges/${ids.bridge}`,
+        `PUT /ports/${ids.nodePort}`,
+      ].sort(),
+    );
+    const after = sim.snapshot();
+    expect(after.routers.find((r) => r.id === cfg.ids.clusterRouter)).to.deep.include({
+      ...routerSettings,
+      name: "ClusterRouter",
+    });
+    expect(after.bridges.find((b) => b.id === ids.bridge)).to.deep.include(bridgeSettings);
+    expect(after.ports.find((p) => p.id === ids.nodePort)).to.deep.include({
+      ...portSettings,
+      outboundFilterId: ids.chain,
+    });
   });
 
   it("the simulator answering 500s for a while: failures are retried with backoff, it converges afterwards with every object created once", async () => {

@@ -6,8 +6,10 @@
  * 404 for a missing object or referent, 409 for duplicates and conflicts, 400
  * for validation, 406 for a wrong media type, 201 + Location and no body on
  * create, 204 on PUT and DELETE, Error-v1 bodies, the cascades of deletes, rule
- * positions, and MidoNet's known bugs (PUT of a tunnel zone conflicting with its
- * own name, PUT clearing an omitted portMac, 500 on a duplicate MAC or ARP entry).
+ * positions, unknown body fields ignored, a GET without Accept refused (406), a
+ * PUT replacing the whole object (what its body omits is cleared, routes left
+ * alone), and MidoNet's known bugs (PUT of a tunnel zone conflicting with its
+ * own name, 500 on a duplicate MAC or ARP entry).
  *
  * The routes and their handlers, one module per resource kind, are in
  * midonet-simulator/; this file is the HTTP server and the test hooks: hosts
@@ -364,7 +366,11 @@ export class MidonetSimulator {
         );
       }
     }
-    const type = route.produces ? negotiate(headers.accept, route.produces) : undefined;
+    // MidonetResource.scala's get and list answer 406 unless the Accept header names
+    // a type they allow: a GET without one gets no default.
+    const noAccept = method === "GET" && mediaList(headers.accept).length === 0;
+    const type =
+      route.produces && !noAccept ? negotiate(headers.accept, route.produces) : undefined;
     if (route.produces && type === undefined) {
       throw new ApiError(
         406,

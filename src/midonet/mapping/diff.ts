@@ -13,7 +13,8 @@ import { CREATION_RANK, type DesiredResource, type ObjectMapping } from "./model
  *
  * `update` is a resource whose key stays and whose content changed: a PUT for
  * kinds MidoNet can update (tunnel zones, routers, bridges, ports), delete and
- * re-create for the others.
+ * re-create for the others and for a router port whose address changed (the
+ * reconciler's compareHeld decides).
  */
 export interface ResourceChanges {
   create: DesiredResource[];

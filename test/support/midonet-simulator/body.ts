@@ -50,10 +50,10 @@ export function validCidr(s: unknown): s is string {
 }
 
 /**
- * A request body checked the way MidoNet's JSON binding does: a field the
- * resource does not have is a 400 (a typo such as nwDstAdress would otherwise
- * silently drop a match condition); read-only fields are accepted and ignored.
- * null stands for "not set".
+ * A request body read the way MidoNet's JSON binding reads it: only the
+ * fields the resource accepts (accepted-fields.ts) count, any other (read-only
+ * ones, unknown ones) is ignored, as ObjectMapperProvider.java's
+ * FAIL_ON_UNKNOWN_PROPERTIES false has it. null stands for "not set".
  */
 export class Body {
   private constructor(
@@ -61,21 +61,11 @@ export class Body {
     private readonly obj: Record<string, unknown>,
   ) {}
 
-  static parse(
-    kind: string,
-    raw: unknown,
-    writable: readonly string[],
-    readOnly: readonly string[] = [],
-  ): Body {
+  static parse(kind: string, raw: unknown, writable: readonly string[]): Body {
     if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
       throw badRequest(`${kind}: the body must be a JSON object`);
     }
     const obj = raw as Record<string, unknown>;
-    for (const key of Object.keys(obj)) {
-      if (!writable.includes(key) && !readOnly.includes(key)) {
-        throw badRequest(`${kind}: unrecognized field "${key}"`);
-      }
-    }
     const writableOnly: Record<string, unknown> = {};
     for (const key of writable) if (key in obj) writableOnly[key] = obj[key];
     return new Body(kind, writableOnly);
@@ -98,6 +88,16 @@ export class Body {
     const v = this.obj[key];
     if (typeof v !== "string" || !UUID_RE.test(v)) this.fail(key, "is not a valid UUID");
     return v.toLowerCase();
+  }
+
+  /** A list of UUIDs (lower-cased); null when absent. */
+  uuidList(key: string): string[] | null {
+    if (!this.has(key)) return null;
+    const v = this.obj[key];
+    if (!Array.isArray(v) || !v.every((x) => typeof x === "string" && UUID_RE.test(x))) {
+      this.fail(key, "must be a list of UUIDs");
+    }
+    return (v as string[]).map((x) => x.toLowerCase());
   }
 
   str(key: string, required = false): string | null {

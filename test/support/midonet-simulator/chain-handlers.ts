@@ -1,9 +1,16 @@
 /**
  * Chains and their rules. A rule POSTed without position goes to the head of
  * the chain, GET reports index+1, and a position beyond size+1 is a 400. The
- * condition fields are the ones the controller matches on; any other field is
- * refused as unknown, so a rule using one needs the simulator taught first.
+ * condition fields are the ones the controller matches on (accepted-fields.ts);
+ * any other is ignored, as MidoNet ignores unknown fields, so a rule using one
+ * needs the simulator taught first (the client's schema test says so).
  */
+import {
+  ACCEPTED_FIELDS,
+  FORWARD_NAT_RULE_TYPES,
+  NAT_RULE_TYPES,
+  ruleFields,
+} from "./accepted-fields.js";
 import { Body, badRequest, notFound, violation } from "./body.js";
 import { MT } from "./media-types.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
@@ -20,21 +27,6 @@ const RULE_TYPES = [
   "rev_dnat",
   "rev_snat",
 ] as const;
-const NAT_RULE_TYPES = ["dnat", "snat", "rev_dnat", "rev_snat"];
-const FORWARD_NAT_RULE_TYPES = ["dnat", "snat"];
-const CONDITION_FIELDS = [
-  // Condition.java: ask the connection tracker (NetworkPolicy's return flows).
-  "matchForwardFlow",
-  "matchReturnFlow",
-  "dlType",
-  "nwProto",
-  "nwSrcAddress",
-  "nwSrcLength",
-  "nwDstAddress",
-  "nwDstLength",
-  "tpSrc",
-  "tpDst",
-];
 
 /**
  * A field Condition.java bounds with @Min/@Max: out of bounds, MidoNet's bean
@@ -73,7 +65,7 @@ function parseConditions(body: Body): Record<string, unknown> {
   put("nwDstLength", validated(body, "nwDstLength", 0, 32));
   for (const key of ["tpSrc", "tpDst"] as const) {
     if (!body.has(key)) continue;
-    const range = Body.parse(`Rule.${key}`, body.raw(key), ["start", "end"]);
+    const range = Body.parse(`Rule.${key}`, body.raw(key), ACCEPTED_FIELDS.PortRange);
     const start = range.int("start", 0, 65535, true) as number;
     const end = range.int("end", 0, 65535, true) as number;
     if (start > end) throw badRequest(`Rule.${key}: start ${start} is after end ${end}`);
@@ -98,12 +90,7 @@ function parseNatTargets(body: Body): unknown[] {
     throw violation("natTargets", "size must be between 1 and 2147483647");
   }
   return targets.map((t) => {
-    const target = Body.parse("Rule.natTargets", t, [
-      "addressFrom",
-      "addressTo",
-      "portFrom",
-      "portTo",
-    ]);
+    const target = Body.parse("Rule.natTargets", t, ACCEPTED_FIELDS.NatTarget);
     return {
       addressFrom: target.ipv4("addressFrom", true),
       addressTo: target.ipv4("addressTo", true),
@@ -115,11 +102,7 @@ function parseNatTargets(body: Body): unknown[] {
 
 function parseRule(s: SimulatorState, raw: unknown, chain: ChainRec) {
   const type = ruleTypeOf(raw);
-  const writable = ["id", "type", "position", ...CONDITION_FIELDS];
-  if (type === "jump") writable.push("jumpChainId");
-  if (NAT_RULE_TYPES.includes(type)) writable.push("flowAction");
-  if (FORWARD_NAT_RULE_TYPES.includes(type)) writable.push("natTargets");
-  const body = Body.parse(`Rule(${type})`, raw, writable, ["uri", "chainId"]);
+  const body = Body.parse(`Rule(${type})`, raw, ruleFields(type));
   const fields = parseConditions(body);
   const jumpChainId = type === "jump" ? parseJump(s, body) : null;
   if (NAT_RULE_TYPES.includes(type)) {
@@ -128,13 +111,15 @@ function parseRule(s: SimulatorState, raw: unknown, chain: ChainRec) {
     fields.flowAction = flowAction;
   }
   if (FORWARD_NAT_RULE_TYPES.includes(type)) fields.natTargets = parseNatTargets(body);
+  // ChainRuleResource.createFilter (midonet-cluster RuleResource.scala) creates the
+  // rule before it checks the position: a duplicate id is a 409 whatever the position.
+  const id = s.newId(body, (i) => s.rules.has(i), "Rule");
   const position = body.int("position", 1, 2 ** 31 - 1) ?? 1;
   if (position > chain.ruleIds.length + 1) {
     throw badRequest(
       `Rule.position: ${position} is out of range; chain ${chain.id} has ${chain.ruleIds.length} rules`,
     );
   }
-  const id = s.newId(body, (i) => s.rules.has(i), "Rule");
   const rec: RuleRec = { id, chainId: chain.id, type, jumpChainId, fields };
   return { rec, position };
 }
@@ -144,7 +129,7 @@ function listChains(s: SimulatorState): Reply {
 }
 
 function createChain(s: SimulatorState, { body: raw }: Ctx): Reply {
-  const body = Body.parse("Chain", raw, ["id", "tenantId", "name"], ["uri", "rules"]);
+  const body = Body.parse("Chain", raw, ACCEPTED_FIELDS.Chain);
   const tenantId = body.str("tenantId");
   const name = body.str("name");
   const id = s.newId(body, (i) => s.chains.has(i), "Chain");

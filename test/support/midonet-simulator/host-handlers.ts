@@ -3,6 +3,7 @@
  * virtual ports to their interfaces. A host takes a binding only while it is
  * in a tunnel zone, as MidoNet requires.
  */
+import { ACCEPTED_FIELDS } from "./accepted-fields.js";
 import { Body, badRequest, conflict, notFound } from "./body.js";
 import { MT } from "./media-types.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
@@ -10,6 +11,11 @@ import { type BindingRec, renderHost, SimulatorState } from "./state.js";
 
 function listHosts(s: SimulatorState): Reply {
   return ok([...s.hosts.values()].map((h) => s.withUri(renderHost(h), `/hosts/${h.id}`)));
+}
+
+function getHost(s: SimulatorState, { params }: Ctx): Reply {
+  const h = s.getOr404(s.hosts, params.id, "Host");
+  return ok(s.withUri(renderHost(h), `/hosts/${h.id}`));
 }
 
 const bindingPath = (b: BindingRec) => `/hosts/${b.hostId}/ports/${b.portId}`;
@@ -42,12 +48,7 @@ function checkBindable(s: SimulatorState, hostId: string, portId: string, ifName
 
 function bindPort(s: SimulatorState, { params, body: raw }: Ctx): Reply {
   const h = s.getOr404(s.hosts, params.id, "Host");
-  const body = Body.parse(
-    "HostInterfacePort",
-    raw,
-    ["hostId", "portId", "interfaceName"],
-    ["uri", "host", "port"],
-  );
+  const body = Body.parse("HostInterfacePort", raw, ACCEPTED_FIELDS.HostInterfacePort);
   // The host comes from the path; a hostId in the body is ignored, as MidoNet does.
   body.uuid("hostId");
   const portId = body.uuid("portId", true) as string;
@@ -94,6 +95,8 @@ function unbindPort(s: SimulatorState, { params }: Ctx): Reply {
 
 export const hostRoutes: RouteDef[] = [
   { method: "GET", path: "hosts", produces: MT.hosts, handle: listHosts },
+  // HostResource.scala: GET /hosts/{id}, Host-v3.
+  { method: "GET", path: "hosts/:id", produces: MT.host, handle: getHost },
   {
     method: "GET",
     path: "hosts/:id/ports",

@@ -29,6 +29,7 @@ export const MT = {
   chains: [cmt("Chain", 1)],
   rule: [mt("Rule", 2)],
   rules: [cmt("Rule", 2)],
+  host: [mt("Host", 3)],
   hosts: [cmt("Host", 3)],
   hostInterfacePort: [mt("HostInterfacePort", 1)],
   hostInterfacePorts: [cmt("HostInterfacePort", 1)],

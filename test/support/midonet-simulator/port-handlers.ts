@@ -1,37 +1,20 @@
 /**
  * Ports on bridges and routers, and the links between them. A router port
  * without portMac gets a random MAC, a PUT without portMac clears it (as
- * MidoNet does), and every router port address has a Local /32 route.
+ * MidoNet does), and a router port's addresses get a Local /32 route each
+ * when the port is created, never on a PUT.
  */
+import { ACCEPTED_FIELDS } from "./accepted-fields.js";
 import { Body, badRequest, conflict, notFound, randomMac, validCidr } from "./body.js";
 import { MT } from "./media-types.js";
+import { PORT_OPERATOR_FIELDS, parseOperatorFields } from "./operator-fields.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
 import { type PortRec, renderPort, type SimulatorState } from "./state.js";
 
 type PortType = PortRec["type"];
 
-const WRITABLE = {
-  Bridge: ["id", "type", "inboundFilterId", "outboundFilterId"],
-  Router: ["id", "type", "inboundFilterId", "outboundFilterId", "portSubnet", "portMac"],
-};
-/** What GET shows and a client may send back; the controller sets none of them. */
-const READ_ONLY = [
-  "uri",
-  "deviceId",
-  "peerId",
-  "hostId",
-  "interfaceName",
-  "device",
-  "peer",
-  "adminStateUp",
-  "vlanId",
-  "portAddress",
-  "networkAddress",
-  "networkLength",
-];
-
 function parsePort(s: SimulatorState, raw: unknown, type: PortType, existing?: PortRec) {
-  const body = Body.parse(`${type}Port`, raw, WRITABLE[type], READ_ONLY);
+  const body = Body.parse(`${type}Port`, raw, ACCEPTED_FIELDS[`${type}Port`]);
   const sentType = body.str("type", true);
   if (sentType !== type) throw badRequest(`Port.type: expected ${type}, got ${sentType}`);
   const rec: PortRec = {
@@ -43,8 +26,10 @@ function parsePort(s: SimulatorState, raw: unknown, type: PortType, existing?: P
     peerId: existing?.peerId ?? null,
     hostId: existing?.hostId ?? null,
     interfaceName: existing?.interfaceName ?? null,
-    portSubnet: existing?.portSubnet ?? [],
+    // A PUT's body replaces the address too: one without portSubnet clears it.
+    portSubnet: [],
     portMac: type === "Router" ? body.mac("portMac") : null,
+    operator: parseOperatorFields(s, body, PORT_OPERATOR_FIELDS),
   };
   s.requireChain(rec.inboundFilterId, "inboundFilterId");
   s.requireChain(rec.outboundFilterId, "outboundFilterId");
@@ -95,13 +80,16 @@ function getPort(s: SimulatorState, { params }: Ctx): Reply {
   return ok(s.withUri(renderPort(p), `/ports/${p.id}`));
 }
 
+/**
+ * Routes stay as they are, whatever the port's new address: MidoNet adds a
+ * router port's Local /32 route in RouterPortResource.createFilter only
+ * (midonet-cluster PortResource.scala), and its updateFilter is Port.update's
+ * copy of ids and back-references, no route. The old address keeps its Local
+ * route, the new one gets none.
+ */
 function updatePort(s: SimulatorState, { params, body }: Ctx): Reply {
   const p = s.getOr404(s.ports, params.id, "Port");
-  const { rec: next } = parsePort(s, body, p.type, p);
-  const addressesChanged = next.portSubnet.join() !== p.portSubnet.join();
-  if (addressesChanged) s.dropLocalRoutes(p);
-  Object.assign(p, next);
-  if (addressesChanged) s.addLocalRoutes(p);
+  Object.assign(p, parsePort(s, body, p.type, p).rec);
   return noContent;
 }
 
@@ -112,7 +100,7 @@ function deletePort(s: SimulatorState, { params }: Ctx): Reply {
 
 function linkPorts(s: SimulatorState, { params, body: raw }: Ctx): Reply {
   const p = s.getOr404(s.ports, params.id, "Port");
-  const body = Body.parse("PortLink", raw, ["peerId"], ["portId", "uri", "port", "peer"]);
+  const body = Body.parse("PortLink", raw, ACCEPTED_FIELDS.PortLink);
   const peerId = body.uuid("peerId", true) as string;
   const peer = s.ports.get(peerId);
   if (!peer) throw notFound(`PortLink.peerId: port ${peerId} not found`);

@@ -1,4 +1,5 @@
 /** A router's routes. A Normal route needs a next hop port on the same router (400 otherwise). */
+import { ACCEPTED_FIELDS } from "./accepted-fields.js";
 import { Body, badRequest } from "./body.js";
 import { MT } from "./media-types.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
@@ -7,22 +8,7 @@ import { type RouteRec, renderRoute, type SimulatorState } from "./state.js";
 const ROUTE_TYPES = ["Normal", "BlackHole", "Reject", "Local"] as const;
 
 function parseRoute(s: SimulatorState, raw: unknown, routerId: string) {
-  const body = Body.parse(
-    "Route",
-    raw,
-    [
-      "id",
-      "type",
-      "srcNetworkAddr",
-      "srcNetworkLength",
-      "dstNetworkAddr",
-      "dstNetworkLength",
-      "nextHopPort",
-      "nextHopGateway",
-      "weight",
-    ],
-    ["uri", "routerId", "router", "learned", "attributes"],
-  );
+  const body = Body.parse("Route", raw, ACCEPTED_FIELDS.Route);
   const route: Omit<RouteRec, "id"> = {
     routerId,
     type: body.oneOf("type", ROUTE_TYPES, true) as string,

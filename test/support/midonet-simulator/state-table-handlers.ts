@@ -9,6 +9,7 @@
  * persistent entry is MidoNet's unhandled error, a 500.
  */
 import { isIPv4 } from "node:net";
+import { ACCEPTED_FIELDS } from "./accepted-fields.js";
 import { ApiError, Body, badRequest, macFromPath, notFound, UUID_RE } from "./body.js";
 import { MT } from "./media-types.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
@@ -53,7 +54,7 @@ function listMacs(s: SimulatorState, { params }: Ctx): Reply {
 
 function addMac(s: SimulatorState, { params, body: raw }: Ctx): Reply {
   const b = s.getOr404(s.bridges, params.id, "Bridge");
-  const body = Body.parse("MacPort", raw, ["macAddr", "portId"], ["vlanId", "uri", "bridgeId"]);
+  const body = Body.parse("MacPort", raw, ACCEPTED_FIELDS.MacPort);
   const macAddr = body.mac("macAddr", true) as string;
   const portId = body.uuid("portId", true) as string;
   const port = s.ports.get(portId);
@@ -105,7 +106,7 @@ function listArps(s: SimulatorState, { params }: Ctx): Reply {
 
 function addArp(s: SimulatorState, { params, body: raw }: Ctx): Reply {
   const b = s.getOr404(s.bridges, params.id, "Bridge");
-  const body = Body.parse("IP4Mac", raw, ["ip", "mac"], ["uri"]);
+  const body = Body.parse("IP4Mac", raw, ACCEPTED_FIELDS.IP4Mac);
   const ip = body.ipv4("ip", true) as string;
   const mac = body.mac("mac", true) as string;
   addEntry(s.arpTables, b.id, `${ip}_${mac}`, { ip, mac });

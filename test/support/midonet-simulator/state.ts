@@ -17,6 +17,7 @@ import type {
   TunnelZone,
 } from "../../../src/midonet/resources.js";
 import { type Body, conflict, notFound, UUID_RE } from "./body.js";
+import type { OperatorValues } from "./operator-fields.js";
 import type { Session } from "./session.js";
 
 export interface SimulatedHost {
@@ -37,6 +38,8 @@ export interface DeviceRec {
   name: string | null;
   inboundFilterId: string | null;
   outboundFilterId: string | null;
+  /** What an operator may set and a PUT replaces (operator-fields.ts). */
+  operator: OperatorValues;
 }
 
 export interface PortRec {
@@ -50,6 +53,8 @@ export interface PortRec {
   interfaceName: string | null;
   portSubnet: string[];
   portMac: string | null;
+  /** What an operator may set and a PUT replaces (operator-fields.ts). */
+  operator: OperatorValues;
 }
 
 export interface RouteRec {
@@ -228,7 +233,7 @@ export class SimulatorState {
     }
   }
 
-  /** Every router port address has a Local /32 route to it through the port. */
+  /** A new router port's addresses get a Local /32 route each, through the port. */
   addLocalRoutes(port: PortRec): void {
     for (const cidr of port.portSubnet) {
       const id = randomUUID();
@@ -246,12 +251,6 @@ export class SimulatorState {
       });
     }
   }
-
-  dropLocalRoutes(port: PortRec): void {
-    for (const route of [...this.routes.values()]) {
-      if (route.type === "Local" && route.nextHopPort === port.id) this.routes.delete(route.id);
-    }
-  }
 }
 
 // -- rendering that needs no other object ------------------------------------
@@ -264,7 +263,6 @@ export function renderHost(h: SimulatedHost): Host {
   return { id: h.id, name: h.name, alive: true };
 }
 
-/** adminStateUp is never set by the controller: always up here. */
 export function renderDevice(r: DeviceRec): Bridge {
   return {
     id: r.id,
@@ -272,7 +270,7 @@ export function renderDevice(r: DeviceRec): Bridge {
     name: r.name,
     inboundFilterId: r.inboundFilterId,
     outboundFilterId: r.outboundFilterId,
-    adminStateUp: true,
+    ...structuredClone(r.operator),
   };
 }
 
@@ -282,7 +280,7 @@ export function renderPort(r: PortRec): Port {
     deviceId: r.deviceId,
     inboundFilterId: r.inboundFilterId,
     outboundFilterId: r.outboundFilterId,
-    adminStateUp: true,
+    ...structuredClone(r.operator),
     peerId: r.peerId,
     hostId: r.hostId,
     interfaceName: r.interfaceName,

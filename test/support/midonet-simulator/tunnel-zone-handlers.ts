@@ -2,6 +2,7 @@
  * Tunnel zones and their members. MidoNet checks a zone's name against every
  * zone, the one being updated included, so a PUT that keeps the name is a 409.
  */
+import { ACCEPTED_FIELDS } from "./accepted-fields.js";
 import { Body, badRequest, conflict, notFound } from "./body.js";
 import { MT } from "./media-types.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
@@ -13,7 +14,7 @@ function parseTunnelZone(
   s: SimulatorState,
   raw: unknown,
 ): { body: Body; name: string; type: string } {
-  const body = Body.parse("TunnelZone", raw, ["id", "name", "type"], ["uri", "hosts"]);
+  const body = Body.parse("TunnelZone", raw, ACCEPTED_FIELDS.TunnelZone);
   const name = body.str("name", true) as string;
   if (name.length < 1 || name.length > 255) {
     throw badRequest("TunnelZone.name: size must be between 1 and 255");
@@ -69,12 +70,7 @@ function listMembers(s: SimulatorState, { params }: Ctx): Reply {
 
 function addMember(s: SimulatorState, { params, body: raw }: Ctx): Reply {
   const tz = s.getOr404(s.tunnelZones, params.id, "TunnelZone");
-  const body = Body.parse(
-    "TunnelZoneHost",
-    raw,
-    ["hostId", "ipAddress"],
-    ["tunnelZoneId", "uri", "host"],
-  );
+  const body = Body.parse("TunnelZoneHost", raw, ACCEPTED_FIELDS.TunnelZoneHost);
   const hostId = body.uuid("hostId", true) as string;
   const ipAddress = body.ipv4("ipAddress", true) as string;
   if (!s.hosts.has(hostId)) throw notFound(`TunnelZoneHost.hostId: host ${hostId} not found`);
