@@ -32,7 +32,7 @@ import {
  */
 export type DesiredResource = MidonetObject & {
   readonly key: string;
-  /** The object the resource comes from: "Global" (the cluster-wide resources), "Node/<name>", "Pod/<ns>/<name>", "Service/<ns>/<name>", "PodPolicy/<ns>/<name>", "NetworkPolicyRule/<rule id>". */
+  /** The object the resource comes from: "Global" (the cluster-wide resources), "Node/<name>", "Pod/<ns>/<name>", "Service/<ns>/<name>", "NetworkPolicyFilter/<key>", "NetworkPolicyPeers/<digest>". */
   readonly owner: string;
   readonly dependsOn: readonly string[];
   readonly order?: string;
@@ -135,11 +135,11 @@ export const ownerNode = (owner: string): string | undefined =>
 export const podOwner = (namespace: string, name: string): string => `Pod/${namespace}/${name}`;
 export const serviceOwner = (namespace: string, name: string): string =>
   `Service/${namespace}/${name}`;
-/** A pod's NetworkPolicy filters, apart from its port: they change with policies, not with the pod. */
-export const podPolicyOwner = (namespace: string, name: string): string =>
-  `PodPolicy/${namespace}/${name}`;
-/** The chains one NetworkPolicy rule shares among the pods it applies to (its id: "<ns>/<policy>/<direction>/<i>"). */
-export const policyRuleOwner = (ruleId: string): string => `NetworkPolicyRule/${ruleId}`;
+/** A NetworkPolicy filter chain, shared by the pods whose filters hold the same (network-policy.ts). */
+export const policyFilterOwner = (filterKey: string): string => `NetworkPolicyFilter/${filterKey}`;
+/** The peer and named-port chains of the rules with one share key (by its digest). */
+export const policyShareOwner = (shareDigest: string): string =>
+  `NetworkPolicyPeers/${shareDigest}`;
 
 /** Collects one object's resources and warnings. */
 export class MappingBuilder {

@@ -56,7 +56,12 @@ import type { Direction } from "../../policy/types.js";
 import { idForKey, subId } from "../ids.js";
 import type { Rule } from "../resources.js";
 import type { ResolvedConfig } from "./config.js";
-import { MappingBuilder, type ObjectMapping } from "./model.js";
+import {
+  MappingBuilder,
+  type ObjectMapping,
+  policyFilterOwner,
+  policyShareOwner,
+} from "./model.js";
 import { PROTOCOL_NUMBERS } from "./service.js";
 
 const IPV4 = 0x0800;
@@ -65,26 +70,28 @@ const ARP = 0x0806;
 type RuleBody = Omit<Rule, "id" | "position">;
 
 /** The filter of a direction no policy isolates: return flows only. */
-export const RETURN_ONLY = "return-flows";
+const RETURN_ONLY = "return-flows";
+
+/** The filters of a pod's port: its outbound (ingress) and inbound (egress) chains. */
+export type PortFilters = { inboundFilterId?: string; outboundFilterId?: string };
 
 /** A short stable digest of a key, for owners and chain names. */
-export function keyDigest(key: string): string {
+function keyDigest(key: string): string {
   return createHash("sha1").update(key).digest("hex").slice(0, 20);
 }
 
-export const policyFilterOwner = (key: string): string => `NetworkPolicyFilter/${key}`;
-export const policyShareOwner = (shareKey: string): string =>
-  `NetworkPolicyPeers/${keyDigest(shareKey)}`;
+/** The owner of the chains rules with one share key share. */
+export const shareOwner = (share: string): string => policyShareOwner(keyDigest(share));
 
 export function filterChainId(config: ResolvedConfig, key: string): string {
   return idForKey(config.tenant, "NetworkPolicyFilter", key, config.version);
 }
 
-export function peerChainId(config: ResolvedConfig, shareKey: string): string {
+function peerChainId(config: ResolvedConfig, shareKey: string): string {
   return idForKey(config.tenant, "NetworkPolicyPeers", shareKey, config.version);
 }
 
-export function namedPortChainId(config: ResolvedConfig, shareKey: string): string {
+function namedPortChainId(config: ResolvedConfig, shareKey: string): string {
   return idForKey(config.tenant, "NetworkPolicyNamedPorts", shareKey, config.version);
 }
 
@@ -174,33 +181,27 @@ function filterLines(
 }
 
 /**
- * The key of a pod's filter in one direction: RETURN_ONLY when no policy
- * isolates it there (`rules` undefined), else the direction and a digest of its
- * lines (thousands of pods hold one: the key is kept short).
+ * What a pod's filter in one direction holds: RETURN_ONLY when no policy
+ * isolates it there (`rules` undefined), else the direction and its lines. Pods
+ * with the same content share the filter `filterKeyOf(content)` names.
  */
-export function filterKey(
+export function filterContent(
   c: ResolvedConfig,
   rules: readonly PodRule[] | undefined,
   direction: Direction,
   shareOf: (rule: PodRule) => string,
 ): string {
   if (rules === undefined) return RETURN_ONLY;
-  const content = `${direction}|${filterLines(c, rules, direction, shareOf)
+  return `${direction}|${filterLines(c, rules, direction, shareOf)
     .map((l) => l.label)
     .join("\n")}`;
-  // Thousands of pods hold a few filters: each content is digested once.
-  let key = filterKeys.get(content);
-  if (key === undefined) {
-    key = `${direction}-${keyDigest(content)}`;
-    if (filterKeys.size >= FILTER_KEYS_KEPT) filterKeys.clear();
-    filterKeys.set(content, key);
-  }
-  return key;
 }
 
-/** Filter contents already digested; cleared when full, so it stays bounded. */
-const filterKeys = new Map<string, string>();
-const FILTER_KEYS_KEPT = 4096;
+/** A filter's key: its direction and a digest of its content (thousands of pods hold one). */
+export function filterKeyOf(content: string): string {
+  if (content === RETURN_ONLY) return RETURN_ONLY;
+  return `${content.slice(0, content.indexOf("|"))}-${keyDigest(content)}`;
+}
 
 /** A filter chain: see the top of this file. `rules` undefined: the return-flows one. */
 export function mapFilter(
@@ -255,8 +256,8 @@ export function mapShare(
   share: string,
   c: ResolvedConfig,
 ): ObjectMapping {
-  const b = new MappingBuilder(policyShareOwner(share));
   const digest = keyDigest(share);
+  const b = new MappingBuilder(shareOwner(share));
   if (!rule.anyPeer) {
     const chain = b.add(
       {

@@ -22,6 +22,7 @@ import { ANNOTATION_MAC_ADDRESS } from "../node-contract.js";
 import { type MappingConfig, type ResolvedConfig, resolveConfig } from "./config.js";
 import type { Pod } from "./k8s.js";
 import { MappingBuilder, type ObjectMapping, podOwner } from "./model.js";
+import type { PortFilters } from "./network-policy.js";
 import { nodeBridgeId } from "./node.js";
 
 /** What a pod needs to know of its node's mapping. */
@@ -49,7 +50,7 @@ export function mapPod(
   pod: Pod,
   config: MappingConfig | ResolvedConfig,
   nodeOf: PodNodeLookup,
-  filters: { inboundFilterId?: string; outboundFilterId?: string } = {},
+  filters: PortFilters = {},
 ): ObjectMapping {
   const c = resolveConfig(config);
   const { namespace, name } = pod.metadata;

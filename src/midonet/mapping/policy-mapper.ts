@@ -35,14 +35,16 @@ import type { Direction, NetworkPolicy, PolicyPod } from "../../policy/types.js"
 import type { ResolvedConfig } from "./config.js";
 import type { DesiredState } from "./desired-state.js";
 import { appendChanges, noChanges, type ResourceChanges, sortChanges } from "./diff.js";
+import { policyFilterOwner } from "./model.js";
 import {
   filterChainId,
-  filterKey,
+  filterContent,
+  filterKeyOf,
   mapFilter,
   mapShare,
-  policyFilterOwner,
-  policyShareOwner,
+  type PortFilters,
   shareKey,
+  shareOwner,
 } from "./network-policy.js";
 import { PolicyRuleIndex } from "./policy-rule-index.js";
 
@@ -62,8 +64,6 @@ interface PodUses {
   shares: string[];
   filters: [string, string] | undefined;
 }
-
-export type PortFilters = { inboundFilterId?: string; outboundFilterId?: string };
 
 /** An event's mapping changes, and the pods whose port filters it changed. */
 export interface PolicyChanges {
@@ -85,6 +85,9 @@ export class PolicyMapper {
   private readonly ruleShare = new Map<string, string>();
   private readonly shares = new Map<string, Share>();
   private readonly filterUsers = new Map<string, number>();
+  /** The filters' keys by content and back, while some pod uses them. */
+  private readonly filterKeys = new Map<string, string>();
+  private readonly filterContents = new Map<string, string>();
   /** Each rule's share key, kept while its policy object is the same: one string for all its pods. */
   private readonly shareKeys = new Map<
     string,
@@ -280,14 +283,14 @@ export class PolicyMapper {
     if (isolated) {
       const keys = (["ingress", "egress"] as const).map((direction) => {
         const rules = policy[direction];
-        const fk = filterKey(this.config, rules, direction, (r) => shareOf(r, direction));
+        const fk = this.filterKeyOf(
+          filterContent(this.config, rules, direction, (r) => shareOf(r, direction)),
+        );
         if (!this.filterUsers.has(fk))
           appendChanges(
             changes,
             this.state.apply(
-              mapFilter(this.config, fk, rules, direction, (r) =>
-                shareKey(this.model, r, direction),
-              ),
+              mapFilter(this.config, fk, rules, direction, (r) => this.shareKeyOf(r, direction)),
             ),
           );
         return fk;
@@ -305,6 +308,17 @@ export class PolicyMapper {
     if (now.rules.length > 0 || now.filters) this.uses.set(k, now);
     else this.uses.delete(k);
     return changes;
+  }
+
+  /** A filter's key, digested once per content while some pod uses it. */
+  private filterKeyOf(content: string): string {
+    let fk = this.filterKeys.get(content);
+    if (fk === undefined) {
+      fk = filterKeyOf(content);
+      this.filterKeys.set(content, fk);
+      this.filterContents.set(fk, content);
+    }
+    return fk;
   }
 
   private shareKeyOf(rule: PodRule, direction: Direction): string {
@@ -363,7 +377,7 @@ export class PolicyMapper {
     for (const [sk, share] of this.shares) {
       if (share.users > 0 && share.rules.size > 0) continue;
       this.shares.delete(sk);
-      appendChanges(changes, this.state.remove(policyShareOwner(sk)));
+      appendChanges(changes, this.state.remove(shareOwner(sk)));
     }
     for (const fk of this.droppedFilters())
       appendChanges(changes, this.state.remove(policyFilterOwner(fk)));
@@ -374,7 +388,11 @@ export class PolicyMapper {
   private droppedFilters(): string[] {
     const gone: string[] = [];
     for (const [fk, n] of this.filterUsers) if (n <= 0) gone.push(fk);
-    for (const fk of gone) this.filterUsers.delete(fk);
+    for (const fk of gone) {
+      this.filterUsers.delete(fk);
+      this.filterKeys.delete(this.filterContents.get(fk) as string);
+      this.filterContents.delete(fk);
+    }
     return gone;
   }
 }
