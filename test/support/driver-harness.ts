@@ -241,11 +241,15 @@ export class DriverHarness {
     );
   }
 
-  /** The container ids holding host-local's leases of the harness network (each lease file's first line). */
+  /**
+   * The container ids holding host-local's leases of the harness network (each lease file's first line).
+   * A lease released between the listing and the read (pods churning beside the check) holds nothing.
+   */
   leaseHolders(network = this.network): string[] {
-    return this.leases(network).map(
-      (ip) => readFileSync(join(this.dataDir, network, ip), "utf8").split(/\r?\n/)[0] ?? "",
-    );
+    return this.leases(network).flatMap((ip) => {
+      const holder = readIfPresent(join(this.dataDir, network, ip));
+      return holder === undefined ? [] : [holder.split(/\r?\n/)[0] ?? ""];
+    });
   }
 
   /** Queues pod `i`'s DEL as the shim does when the driver cannot take it: naming no network. */
@@ -470,6 +474,16 @@ function listDir(dir: string): string[] {
     return readdirSync(dir).sort();
   } catch {
     return [];
+  }
+}
+
+/** A file's text, or undefined when it is gone (ENOENT); any other error is thrown. */
+function readIfPresent(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
   }
 }
 
