@@ -4,6 +4,14 @@ import {
   decodeError,
   decodeLink,
   decodeRoute,
+  linkFlagNames,
+  operstateName,
+  parseAttrs,
+  readExchange,
+  routeDstText,
+  splitMessages,
+} from "../../src/plumbing/netlink/rtnetlink-decode.js";
+import {
   encodeDelLink,
   encodeDumpAddrs,
   encodeDumpLinks,
@@ -14,14 +22,8 @@ import {
   encodeNewRoute,
   encodeNewVeth,
   encodeSetLink,
-  linkFlagNames,
   nlattr,
-  operstateName,
-  parseAttrs,
-  readExchange,
-  routeDstText,
-  splitMessages,
-} from "../../src/plumbing/netlink/rtnetlink.js";
+} from "../../src/plumbing/netlink/rtnetlink-encode.js";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 const bytes = (h: string) => Buffer.from(h.replace(/\s+/g, ""), "hex");

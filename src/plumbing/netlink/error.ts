@@ -23,7 +23,7 @@ export interface NetlinkErrorData {
 let errnoNames: Map<number, [string, string]> | undefined;
 
 /** "ENODEV" and "No such device" for a positive errno. */
-export function describeErrno(errno: number): { code: string; text: string } {
+function describeErrno(errno: number): { code: string; text: string } {
   errnoNames ??= getSystemErrorMap();
   const entry = errnoNames.get(-errno);
   if (!entry) return { code: `E${errno}`, text: `error ${errno}` };

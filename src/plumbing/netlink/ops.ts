@@ -21,10 +21,19 @@ import type {
   VethSpec,
 } from "../pod-interface-types.js";
 import { NetlinkError } from "./error.js";
+import { IFF_UP, RT_TABLE_MAIN, RTM_F_CLONED } from "./rtnetlink-constants.js";
 import {
   decodeAddr,
   decodeLink,
   decodeRoute,
+  type LinkMessage,
+  linkFlagNames,
+  type NlMessage,
+  operstateName,
+  readExchange,
+  routeDstText,
+} from "./rtnetlink-decode.js";
+import {
   encodeBridgeNfCall,
   encodeBridgePortHairpin,
   encodeDelLink,
@@ -37,17 +46,8 @@ import {
   encodeNewRoute,
   encodeNewVeth,
   encodeSetLink,
-  IFF_UP,
-  type LinkMessage,
   type LinkSelector,
-  linkFlagNames,
-  type NlMessage,
-  operstateName,
-  RT_TABLE_MAIN,
-  RTM_F_CLONED,
-  readExchange,
-  routeDstText,
-} from "./rtnetlink.js";
+} from "./rtnetlink-encode.js";
 
 /** What the operations need from the worker: exchanges per netns, and netns fds. */
 export interface NetlinkTransport {

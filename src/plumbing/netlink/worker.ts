@@ -16,7 +16,8 @@ import {
   type WorkerReply,
   type WorkerRequest,
 } from "./protocol.js";
-import { encodeGetLink, readExchange } from "./rtnetlink.js";
+import { readExchange } from "./rtnetlink-decode.js";
+import { encodeGetLink } from "./rtnetlink-encode.js";
 import { type NetlinkAddon, NetlinkSession } from "./session.js";
 
 const ADDON = {
