@@ -21,69 +21,27 @@
  *   matches nothing.
  */
 import { type AddressRanges, addressRanges, rangesContain } from "./addresses.js";
-import type {
-  AddressChunks,
-  NamedTarget,
-  NumericPort,
-  PodPolicy,
-  PodRule,
-  PortName,
-} from "./answers.js";
+import type { AddressChunks, NamedTarget, PodPolicy, PortName } from "./answers.js";
 import { PortLists, portMatches, samePod, targetsOf } from "./pods.js";
-import { policyProblem, protocolOf } from "./problems.js";
+import { policyProblem } from "./problems.js";
+import {
+  type MemberBucket,
+  type MemberCache,
+  memberPods,
+  podRule,
+  type RuleState,
+} from "./rules.js";
 import { selectorMatches } from "./selector.js";
 import type {
   Direction,
-  IpBlock,
   LabelSelector,
   NetworkPolicy,
   PolicyNamespace,
   PolicyPeer,
   PolicyPod,
-  PolicyPort,
   Protocol,
 } from "./types.js";
 import { podKey } from "./types.js";
-
-interface RuleState {
-  id: string;
-  /** The policy's namespace: a peer without namespaceSelector means it. */
-  namespace: string;
-  /** undefined: any peer. */
-  peers: PolicyPeer[] | undefined;
-  ports: PolicyPort[] | undefined;
-  blocks: IpBlock[];
-  /** Whether some peer is pods (a podSelector or namespaceSelector). */
-  podPeers: boolean;
-  /** The ipBlocks as ranges, worked out once. */
-  blockRanges?: AddressRanges;
-  /** The pod peers, as last worked out, and what that depended on. */
-  members?: MemberCache;
-  /** peerPodAddresses' last answer, and the members' generation it was read at. */
-  chunks?: { generation: number; chunks: AddressChunks };
-  /** The rule as it applies to any pod, when that does not depend on the pod (no ingress named port). */
-  shared?: PodRule;
-  /** Otherwise, the rule by how the pod's port names resolved (ports as text). */
-  perPodRules?: Map<string, PodRule>;
-}
-
-/** A rule's pod peers of one namespace; replaced, never changed, when they change. */
-interface MemberBucket {
-  version: string;
-  pods: PolicyPod[];
-  /** Their addresses by family, worked out when first asked for. */
-  v4?: string[];
-  v6?: string[];
-}
-
-/** A rule's pod peers, by namespace, and the model versions they were read at. */
-interface MemberCache {
-  namespacesVersion: number;
-  podsVersion: number;
-  /** Bumped whenever a bucket is replaced: what is derived from the members is kept by it. */
-  generation: number;
-  byNamespace: Map<string, MemberBucket>;
-}
 
 interface PolicyState {
   key: string;
@@ -93,7 +51,7 @@ interface PolicyState {
 }
 
 /** A policy the model cannot apply as written, and why. */
-export interface PolicyProblem {
+interface PolicyProblem {
   policy: string;
   reason: string;
 }
@@ -277,11 +235,11 @@ export class PolicyModel {
       if (!selectorMatches(state.policy.podSelector, pod.labels)) continue;
       if (state.ingress) {
         out.ingress ??= [];
-        for (const r of state.ingress) out.ingress.push(this.podRule(r, "ingress", pod));
+        for (const r of state.ingress) out.ingress.push(podRule(r, "ingress", pod));
       }
       if (state.egress) {
         out.egress ??= [];
-        for (const r of state.egress) out.egress.push(this.podRule(r, "egress", pod));
+        for (const r of state.egress) out.egress.push(podRule(r, "egress", pod));
       }
     }
     return out;
@@ -571,55 +529,4 @@ export class PolicyModel {
       for (const ns of this.peerNamespaces(peer, policyNamespace)) all.add(ns);
     return [...all].sort();
   }
-
-  /**
-   * One object for every pod a rule applies to alike (all but ingress rules
-   * with named ports): what is derived from a PodRule (its chains' text) is
-   * kept by it, so a new pod under a known policy derives nothing again.
-   */
-  private podRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {
-    if (rule.shared) return rule.shared;
-    const out = this.workOutPodRule(rule, direction, pod);
-    if (!out.perPod) rule.shared = out;
-    return out;
-  }
-
-  private workOutPodRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {
-    const base = { id: rule.id, anyPeer: !rule.peers };
-    if (!rule.ports) return { ...base, ports: "any", portNames: [], perPod: false };
-    let perPod = false;
-    const ports: NumericPort[] = [];
-    const portNames: PortName[] = [];
-    for (const p of rule.ports) {
-      const protocol = protocolOf(p);
-      if (p.port === undefined) ports.push({ protocol });
-      else if (typeof p.port === "number")
-        ports.push({
-          protocol,
-          port: p.port,
-          ...(p.endPort !== undefined && p.endPort > p.port ? { endPort: p.endPort } : {}),
-        });
-      else if (direction === "ingress") {
-        perPod = true;
-        const found = pod.namedPorts.find((np) => np.name === p.port && np.protocol === protocol);
-        if (found) ports.push({ protocol, port: found.port });
-      } else portNames.push({ protocol, name: p.port });
-    }
-    if (!perPod) return { ...base, ports, portNames, perPod };
-    // Pods whose names resolve alike share one answer: a rule selecting thousands of
-    // pods of one kind makes one object, not one per pod.
-    const key = ports.map((p) => `${p.protocol}/${p.port}/${p.endPort}`).join(",");
-    rule.perPodRules ??= new Map();
-    let shared = rule.perPodRules.get(key);
-    if (!shared) {
-      shared = { ...base, ports, portNames, perPod };
-      rule.perPodRules.set(key, shared);
-    }
-    return shared;
-  }
-}
-
-/** Every member pod of a rule, whatever its namespace. */
-function memberPods(m: MemberCache): PolicyPod[] {
-  return [...m.byNamespace.values()].flatMap((b) => b.pods);
 }
