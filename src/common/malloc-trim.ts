@@ -7,24 +7,20 @@
  */
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { loadNativeAddon } from "./native-addon.js";
+import { addonOnce, addonOrNull } from "./native-addon.js";
 
 interface MemoryAddon {
   trim(): boolean;
 }
 
-let addon: MemoryAddon | null | undefined;
+const loadMemoryAddon = addonOnce<MemoryAddon>({
+  file: "build/Release/cni_driver_memory.node",
+  envVar: "CNI_DRIVER_MEMORY_ADDON",
+});
 
 /** Gives free pages of every malloc arena back; false when none were, or there is no addon. */
 export function trimMallocArenas(): boolean {
-  if (addon === undefined) {
-    const got = loadNativeAddon<MemoryAddon>({
-      file: "build/Release/cni_driver_memory.node",
-      envVar: "CNI_DRIVER_MEMORY_ADDON",
-    });
-    addon = "addon" in got ? got.addon : null;
-  }
-  return addon?.trim() ?? false;
+  return addonOrNull(loadMemoryAddon())?.trim() ?? false;
 }
 
 /** V8's full collection, then the pages glibc keeps free handed back (above). */
@@ -40,6 +36,7 @@ export function releaseIdleMemory(): () => void {
  * V8's gc(): the global that `--expose-gc` (the driver's shebang) makes, or, where
  * the flag is missing (a test's own process), one reached through a new context.
  */
+// Exported for its tests only (unit/idle-gc.test.ts).
 export function exposedGc(): () => void {
   const existing = (globalThis as { gc?: () => void }).gc;
   if (typeof existing === "function") return existing;

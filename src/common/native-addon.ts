@@ -34,10 +34,11 @@ export function findNativeAddon(spec: NativeAddonSpec): string | undefined {
   return undefined;
 }
 
+/** An addon loaded, or one line saying why it cannot be used. */
+export type LoadedAddon<T> = { addon: T; path: string } | { reason: string };
+
 /** Loads the addon, or says in one line why it cannot be used. */
-export function loadNativeAddon<T>(
-  spec: NativeAddonSpec,
-): { addon: T; path: string } | { reason: string } {
+export function loadNativeAddon<T>(spec: NativeAddonSpec): LoadedAddon<T> {
   const path = findNativeAddon(spec);
   if (!path) return { reason: `${spec.file} not found (build it with scripts/build-native.sh)` };
   try {
@@ -45,4 +46,29 @@ export function loadNativeAddon<T>(
   } catch (err) {
     return { reason: `cannot load ${path}: ${(err as Error).message.split("\n")[0]}` };
   }
+}
+
+/**
+ * The addon looked up at the first call and remembered, so that every caller in
+ * a process agrees on one backend (a write and its read-back never mix them).
+ * `unusable` may turn down an addon that loaded: it names why (an environment
+ * override, the addon's own check), or gives null.
+ */
+export function addonOnce<T>(
+  spec: NativeAddonSpec,
+  unusable: (addon: T) => string | null = () => null,
+): () => LoadedAddon<T> {
+  let loaded: LoadedAddon<T> | undefined;
+  return () => {
+    if (loaded) return loaded;
+    const got = loadNativeAddon<T>(spec);
+    const reason = "addon" in got ? unusable(got.addon) : null;
+    loaded = reason === null ? got : { reason };
+    return loaded;
+  };
+}
+
+/** The addon itself, or null when it could not be had. */
+export function addonOrNull<T>(loaded: LoadedAddon<T>): T | null {
+  return "addon" in loaded ? loaded.addon : null;
 }

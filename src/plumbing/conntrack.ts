@@ -10,7 +10,7 @@
  * the table of the calling thread's network namespace.
  */
 import { existsSync } from "node:fs";
-import { loadNativeAddon } from "../common/native-addon.js";
+import { addonOnce, addonOrNull } from "../common/native-addon.js";
 import { formatIp, parseIp } from "../net/ip.js";
 import { run } from "./run.js";
 
@@ -37,6 +37,7 @@ export interface Flow {
   reply: FlowTuple;
 }
 
+// Exported for its tests only (integration/conntrack.test.ts).
 export class ConntrackError extends Error {
   constructor(
     message: string,
@@ -59,16 +60,13 @@ interface ConntrackAddon {
  * ctnetlink in-process (native/conntrack), when it loads: looked up once;
  * without it, or with CNI_DRIVER_CONNTRACK_BIN set, conntrack is exec'd.
  */
-let inProcess: ConntrackAddon | null | undefined;
+const loadConntrackAddon = addonOnce<ConntrackAddon>(
+  { file: "build/Release/cni_driver_conntrack.node", envVar: "CNI_DRIVER_CONNTRACK_ADDON" },
+  () => (process.env.CNI_DRIVER_CONNTRACK_BIN ? "CNI_DRIVER_CONNTRACK_BIN is set" : null),
+);
 
 function conntrackAddon(): ConntrackAddon | null {
-  if (inProcess !== undefined) return inProcess;
-  const got = loadNativeAddon<ConntrackAddon>({
-    file: "build/Release/cni_driver_conntrack.node",
-    envVar: "CNI_DRIVER_CONNTRACK_ADDON",
-  });
-  inProcess = "addon" in got && !process.env.CNI_DRIVER_CONNTRACK_BIN ? got.addon : null;
-  return inProcess;
+  return addonOrNull(loadConntrackAddon());
 }
 
 /** How the table is read and written: "ctnetlink" in-process, or "conntrack" exec'd. */
@@ -97,6 +95,7 @@ async function conntrack(
 }
 
 /** Parses `conntrack -L` lines: the first src/dst/sport/dport are the original tuple, the next the reply. */
+// Exported for its tests only (integration/conntrack.test.ts, unit/conntrack.test.ts).
 export function parseFlows(text: string): Flow[] {
   const flows: Flow[] = [];
   for (const line of text.split("\n")) {
@@ -131,6 +130,7 @@ export function parseFlows(text: string): Flow[] {
 }
 
 /** Bytes per flow in the addon's list (native/conntrack/conntrack.c says the layout). */
+// Exported for its tests only (integration/conntrack.test.ts, unit/conntrack.test.ts).
 export const FLOW_RECORD_SIZE = 76;
 
 const PROTOCOL_NAMES = new Map<number, FlowProtocol>([
@@ -178,6 +178,7 @@ const AF_INET = 2;
  * byte 12 in the same order (IPv4 in the first 4). The table repeats the
  * same few addresses, so each is formatted once.
  */
+// Exported for its tests only (integration/conntrack.test.ts, unit/conntrack.test.ts).
 export function decodeFlows(buf: Buffer): Flow[] {
   const flows: Flow[] = [];
   const v4 = new Map<number, string>();

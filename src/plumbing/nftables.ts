@@ -10,7 +10,7 @@
  * 0.2 ms for a few `add element`, and over 12 ms for any `delete element`.
  */
 import { existsSync } from "node:fs";
-import { loadNativeAddon } from "../common/native-addon.js";
+import { addonOnce, addonOrNull } from "../common/native-addon.js";
 import { parseIp } from "../net/ip.js";
 import { run } from "./run.js";
 
@@ -64,22 +64,17 @@ interface NftablesAddon {
 
 /**
  * libnftables in-process (native/nftables), when it loads and opens: a
- * transaction without a process start. Looked up once; without it, nft is
- * exec'd, the same transaction either way.
+ * transaction without a process start. Looked up once; without it, or with
+ * CNI_DRIVER_NFT_BIN set, nft is exec'd, the same transaction either way.
  */
-let inProcess: NftablesAddon | null | undefined;
+const loadNftablesAddon = addonOnce<NftablesAddon>(
+  { file: "build/Release/cni_driver_nftables.node", envVar: "CNI_DRIVER_NFTABLES_ADDON" },
+  (addon) =>
+    addon.available() ?? (process.env.CNI_DRIVER_NFT_BIN ? "CNI_DRIVER_NFT_BIN is set" : null),
+);
 
 function nftablesAddon(): NftablesAddon | null {
-  if (inProcess !== undefined) return inProcess;
-  const got = loadNativeAddon<NftablesAddon>({
-    file: "build/Release/cni_driver_nftables.node",
-    envVar: "CNI_DRIVER_NFTABLES_ADDON",
-  });
-  inProcess =
-    "addon" in got && got.addon.available() === null && !process.env.CNI_DRIVER_NFT_BIN
-      ? got.addon
-      : null;
-  return inProcess;
+  return addonOrNull(loadNftablesAddon());
 }
 
 /** How nftables transactions are written: "libnftables" in-process, or "nft" exec'd. */
@@ -278,6 +273,7 @@ export function nftBatchInProcess(): boolean {
 }
 
 /** Messages for applyNftBatch (src/plumbing/nft-netlink), and what each does, for errors. */
+// Exported for its tests only (integration/nftables-elements.test.ts, integration/services-netlink.test.ts).
 export interface NftBatch {
   messages: Buffer;
   count: number;

@@ -13,7 +13,7 @@
 import { closeSync, constants, openSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { loadNativeAddon } from "../../../common/native-addon.js";
+import { addonOnce } from "../../../common/native-addon.js";
 
 interface FlockAddon {
   flock(fd: number, operation: number): boolean;
@@ -22,13 +22,8 @@ interface FlockAddon {
 const LOCK_EX_NB = 2 | 4;
 const ADDON = { file: "build/Release/cni_driver_flock.node", envVar: "CNI_DRIVER_FLOCK_ADDON" };
 
-let loaded: ReturnType<typeof loadNativeAddon<FlockAddon>> | undefined;
-
 /** The addon, or why it cannot be had; looked up once. */
-export function flockAddon(): { addon: FlockAddon; path: string } | { reason: string } {
-  loaded ??= loadNativeAddon<FlockAddon>(ADDON);
-  return loaded;
-}
+export const flockAddon = addonOnce<FlockAddon>(ADDON);
 
 /** In-process order per lock file: the tail of its holders' chain. */
 const queues = new Map<string, Promise<unknown>>();
