@@ -15,6 +15,7 @@ import { echo } from "./limits.js";
 export type CniArgPair = [key: string, value: string];
 
 /** The keys runtimes send (containerd, CRI-O, podman; IP and MAC where static addresses are asked for). */
+// Exported for its tests only (unit/args.test.ts).
 export const RUNTIME_ARG_KEYS = [
   "K8S_POD_NAMESPACE",
   "K8S_POD_NAME",
@@ -77,6 +78,7 @@ export function formatCniArgs(pairs: ReadonlyArray<readonly [string, string]>): 
  * A CNI_ARGS boolean (UnmarshallableBool): `1`/`true` and `0`/`false` in any
  * case; anything else is undefined.
  */
+// Exported for its tests only (unit/args.test.ts).
 export function parseArgBool(value: string): boolean | undefined {
   switch (value.toLowerCase()) {
     case "1":

@@ -1,9 +1,10 @@
 /**
- * Network configuration lists (cni-spec §2): parsing a `.conflist`, a
- * single-plugin `.conf`, and turning the second into the first.
+ * Network configuration lists (cni-spec §2): parsing a `.conflist`. The
+ * driver reads lists only (ConfigMap keys ending in .conflist), so libcni's
+ * single-plugin `.conf` has no reader here.
  *
  * The rules and messages mirror libcni's conf.go (NetworkConfFromBytes,
- * ConfFromBytes, ConfListFromConf). Where libcni leaves a check to a later
+ * ConfFromBytes). Where libcni leaves a check to a later
  * step (network name, supported version, the plugin `type` as a file name),
  * it is done here at once, so a list that parses is a list the chain can run.
  * Codes: undecodable JSON 6, an unsupported version 1, anything else wrong
@@ -11,7 +12,7 @@
  */
 import { isObject } from "../common/json.js";
 import { CniError, ErrorCode } from "./errors.js";
-import { goTypeName, marshalGoValue, utf8Bytes, utf8Text } from "./go-json.js";
+import { goTypeName, utf8Bytes, utf8Text } from "./go-json.js";
 import { validateNetworkName } from "./names.js";
 import {
   type CniVersion,
@@ -43,16 +44,6 @@ export interface NetworkConfigList {
   readonly loadOnlyInlinedPlugins: boolean;
   readonly plugins: readonly PluginConfig[];
   /** The bytes the list was parsed from; libcni's cache keeps them (base64). */
-  readonly bytes: Uint8Array;
-}
-
-/** A single-plugin `.conf`, as libcni's ConfFromBytes reads it. */
-export interface NetworkConfig {
-  /** `name` as written ("" when absent); validated only by confToList. */
-  readonly name: string;
-  /** `cniVersion` as written ("" when absent); validated only by confToList. */
-  readonly cniVersion: string;
-  readonly plugin: PluginConfig;
   readonly bytes: Uint8Array;
 }
 
@@ -271,34 +262,4 @@ export function parseNetworkConfigList(input: Uint8Array | string): NetworkConfi
     plugins: Object.freeze(plugins),
     bytes,
   });
-}
-
-/**
- * Parses a single-plugin config (`.conf`), checking only what libcni's
- * ConfFromBytes checks: JSON (code 6) and the plugin's `type` (code 7). Name
- * and version are checked when it becomes a list (confToList).
- */
-export function parseNetworkConfig(input: Uint8Array | string): NetworkConfig {
-  const bytes = utf8Bytes(input);
-  const raw = decodeTopObject(input, CONF);
-  const plugin = parsePluginObject(raw);
-  const name = typeof raw.name === "string" ? raw.name : "";
-  const cniVersion = typeof raw.cniVersion === "string" ? raw.cniVersion : "";
-  return Object.freeze({ name, cniVersion, plugin, bytes });
-}
-
-/**
- * A `.conf` made into a one-plugin list, as libcni's ConfListFromConf does:
- * `{"cniVersion", "name", "plugins": [<the whole .conf object>]}` written by
- * Go's encoder (keys sorted), then parsed as any list, so `bytes` are the
- * bytes libcni would cache.
- *
- * SPEC 1.0.0 dropped single-plugin configs from the specification, but libcni
- * (and so containerd, CRI-O and podman) still loads and converts them at every
- * version; a 1.0.0 or 1.1.0 `.conf` is converted here too.
- */
-export function confToList(conf: NetworkConfig): NetworkConfigList {
-  return parseNetworkConfigList(
-    marshalGoValue({ cniVersion: conf.cniVersion, name: conf.name, plugins: [conf.plugin.raw] }),
-  );
 }

@@ -27,6 +27,7 @@ export type CniEnvVar = (typeof CNI_ENV_VARS)[number];
  * DEL tolerates a missing CNI_NETNS because containerd sends "" once the
  * sandbox's netns is gone.
  */
+// Exported for its tests only (unit/env.test.ts).
 export const REQUIRED_ENV: Readonly<Record<CniCommand, readonly CniEnvVar[]>> = {
   ADD: ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"],
   CHECK: ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"],
@@ -86,11 +87,12 @@ export interface PluginEnvInput {
 /** An environment as process.env holds it. */
 export type EnvRecord = Record<string, string | undefined>;
 
-export function isCniCommand(value: unknown): value is CniCommand {
+function isCniCommand(value: unknown): value is CniCommand {
   return typeof value === "string" && (CNI_COMMANDS as readonly string[]).includes(value);
 }
 
 /** CNI_PATH into directories; `a::b` and a trailing `:` leave no empty entries. */
+// Exported for its tests only (unit/env.test.ts).
 export function splitCniPath(value: string | undefined): string[] {
   if (!value) return [];
   return value.split(":").filter((dir) => dir !== "");
@@ -106,6 +108,7 @@ export function splitCniPath(value: string | undefined): string[] {
  * CNI_ARGS past its limit (limits.ts). Variables a verb does not carry are left out of the
  * result, even when the runtime set them.
  */
+// Exported for its tests only (support/shim-config.ts, unit/env.test.ts).
 export function parsePluginEnv(env: EnvRecord): PluginEnv {
   const get = (name: CniEnvVar): string | undefined => {
     const value = env[name];

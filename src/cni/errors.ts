@@ -40,7 +40,7 @@ export function isFailureCode(code: number): boolean {
 }
 
 /** The JSON form a plugin prints on stdout on failure. */
-export interface CniErrorJson {
+interface CniErrorJson {
   cniVersion?: string;
   code: number;
   msg: string;

@@ -16,9 +16,9 @@ import { CniError, ErrorCode } from "./errors.js";
 import { goTypeName } from "./go-json.js";
 import { injectConf, pluginAt } from "./plugin-config.js";
 
-export const VALID_ATTACHMENTS_KEY = "cni.dev/valid-attachments";
+const VALID_ATTACHMENTS_KEY = "cni.dev/valid-attachments";
 /** The spec's first name for the same list; libcni sends it too. */
-export const LEGACY_ATTACHMENTS_KEY = "cni.dev/attachments";
+const LEGACY_ATTACHMENTS_KEY = "cni.dev/attachments";
 
 /** One attachment the runtime still uses (libcni's types.GCAttachment). */
 export interface GcAttachment {
@@ -111,6 +111,7 @@ export function parseGcValidAttachments(stdin: unknown): GcAttachment[] {
 }
 
 /** Whether the attachment (containerID + ifname, compared exactly) is in the valid set. */
+// Exported for its tests only (unit/gc.test.ts).
 export function isValidAttachment(
   valid: readonly GcAttachment[],
   containerId: string,

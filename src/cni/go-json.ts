@@ -54,6 +54,7 @@ function marshalNumber(n: number): string {
  * `interface{}` holding it: every object is a map, so keys come out sorted.
  * Keys whose value is `undefined` are left out, as JSON.stringify does.
  */
+// Exported for its tests only (unit/go-json.test.ts).
 export function marshalGoValue(value: unknown): string {
   if (value === null || value === undefined) return "null";
   switch (typeof value) {

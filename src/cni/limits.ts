@@ -23,15 +23,18 @@ export const MAX_CONTAINER_ID_BYTES = 128;
 export const MAX_NETWORK_NAME_BYTES = 100;
 
 /** PATH_MAX (4096) less the terminating NUL. */
+// Exported for its tests only (integration/driver-input-limits.test.ts, unit/env.test.ts, unit/limits.test.ts).
 export const MAX_NETNS_PATH_BYTES = 4095;
 
 /**
  * The CNI_ARGS text, "K=V;K=V": half of the kernel's bound on one environment
  * string (MAX_ARG_STRLEN, 128 KiB), so the variable always reaches a plugin.
  */
+// Exported for its tests only (integration/driver-input-limits.test.ts, unit/env.test.ts, unit/limits.test.ts).
 export const MAX_CNI_ARGS_BYTES = 64 * 1024;
 
 /** A plugin's config on stdin, prevResult and runtimeConfig included. */
+// Exported for its tests only (integration/driver-input-limits.test.ts, unit/limits.test.ts).
 export const MAX_STDIN_CONFIG_BYTES = 1024 * 1024;
 
 /**
@@ -58,7 +61,7 @@ export function requireAtMostBytes(what: string, value: string, maxBytes: number
 }
 
 /** Code 4 when `value` holds a NUL byte, which no C string (a path, a name, a variable) can carry. */
-export function requireNoNul(what: string, value: string): void {
+function requireNoNul(what: string, value: string): void {
   if (value.includes("\0")) {
     throw new CniError(ErrorCode.InvalidEnvironment, `${what} contains a NUL byte: ${echo(value)}`);
   }

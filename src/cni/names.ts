@@ -17,7 +17,7 @@ import {
 } from "./limits.js";
 
 /** Container IDs and network names: an alphanumeric, then alphanumerics, `_`, `.` or `-`. */
-export const CNI_NAME_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+const CNI_NAME_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 
 /**
  * Go's unicode.IsSpace: ASCII \t \n \v \f \r and space, U+0085, U+00A0 and the

@@ -9,7 +9,7 @@ import { findKeyIgnoringCase } from "./capabilities.js";
 import type { NetworkConfigList, PluginConfig } from "./conflist.js";
 import { CniError, ErrorCode } from "./errors.js";
 
-export interface PluginStdinInput {
+interface PluginStdinInput {
   list: NetworkConfigList;
   pluginIndex: number;
   /** The previous plugin's result (ADD) or the cached result (CHECK, DEL), in the list's version. */
@@ -48,7 +48,7 @@ export function injectConf(
  * and configs do not always agree on case), under the plugin's spelling.
  * Undefined when the plugin gets none of them.
  */
-export function runtimeConfigFor(
+function runtimeConfigFor(
   plugin: PluginConfig,
   capabilityArgs: Readonly<Record<string, unknown>> | undefined,
 ): Record<string, unknown> | undefined {

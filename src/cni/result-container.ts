@@ -16,6 +16,7 @@ import type { Interface, IPConfig, Result100 } from "./types.js";
  * counts unless its `interface` points at an existing entry that is another
  * interface or has no sandbox (a host-side link).
  */
+// Exported for its tests only (unit/result.test.ts).
 export function containerIps(result: Result100, ifName: string): IPConfig[] {
   const interfaces = result.interfaces ?? [];
   return (result.ips ?? [])
@@ -29,6 +30,7 @@ export function containerIps(result: Result100, ifName: string): IPConfig[] {
 }
 
 /** Index of the interface named `ifName` with a sandbox (the container side); -1 when none. */
+// Exported for its tests only (unit/result.test.ts).
 export function containerInterfaceIndex(result: Result100, ifName: string): number {
   return (result.interfaces ?? []).findIndex((i) => i.name === ifName && !!i.sandbox);
 }

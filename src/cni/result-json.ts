@@ -172,6 +172,7 @@ function sortKeysDeep(value: unknown): unknown {
  * 1.x sorted at every level, with empty arrays and an empty dns left out;
  * 0.3.x/0.4.0 and 0.1.0/0.2.0 in struct order, `dns` always present.
  */
+// Exported for its tests only (unit/result.test.ts).
 export function resultToJSON(result: AnyResult): Record<string, unknown> {
   switch (familyOf(result)) {
     case "1":

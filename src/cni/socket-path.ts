@@ -4,6 +4,7 @@
  * longer path fails to connect with EINVAL (which the shim would take for a driver
  * away, and queue every DEL) or, depending on the library, binds somewhere else.
  */
+// Exported for its tests only (integration/shim-validation-vectors.test.ts).
 export const MAX_SOCKET_PATH_BYTES = 107;
 
 /** Where the driver serves and the shim calls, unless told otherwise (`--socket`, the conflist's `socket`). */

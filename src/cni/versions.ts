@@ -34,7 +34,7 @@ export function isSupportedVersion(v: unknown): v is CniVersion {
 }
 
 /** Parses "a.b.c" into numbers; undefined when it is not a semver-like triple. */
-export function parseVersion(v: string): [number, number, number] | undefined {
+function parseVersion(v: string): [number, number, number] | undefined {
   const m = /^(\d+)\.(\d+)\.(\d+)$/.exec(v);
   if (!m) return undefined;
   return [Number(m[1]), Number(m[2]), Number(m[3])];

@@ -66,7 +66,7 @@ export async function placeFile(
 }
 
 /** Flushes a file's data to disk: a rename of unsynced data can survive a power cut as an empty file. */
-export async function syncFile(path: string): Promise<void> {
+async function syncFile(path: string): Promise<void> {
   const fh = await open(path, "r");
   try {
     await fh.sync();

@@ -13,6 +13,7 @@ export interface FlagSpec {
   help: string;
 }
 
+// Exported for its tests only (integration/cli-help.test.ts, unit/manifests.test.ts).
 export function envName(flag: string): string {
   return `CNI_DRIVER_${flag.toUpperCase().replace(/-/g, "_")}`;
 }

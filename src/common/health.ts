@@ -8,6 +8,7 @@ import net from "node:net";
 import { messageOf } from "./errors.js";
 import { METRICS_CONTENT_TYPE } from "./prometheus.js";
 
+// Exported for its tests only (integration/health.test.ts).
 export interface HealthChecks {
   /** Liveness: the driver passes a function that dials its gRPC socket. */
   live: () => Promise<{ ok: boolean; reason?: string }>;
@@ -24,7 +25,7 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
-export interface ListenAddr {
+interface ListenAddr {
   /** undefined: every interface. */
   host: string | undefined;
   port: number;
@@ -35,6 +36,7 @@ export interface ListenAddr {
  * (disabled: returns undefined). Throws on anything else, so a typo fails at start
  * rather than leaving the probes without an endpoint.
  */
+// Exported for its tests only (integration/health.test.ts).
 export function parseHealthAddr(addr: string): ListenAddr | undefined {
   if (addr === "") return undefined;
   const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(addr);

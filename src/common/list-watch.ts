@@ -29,7 +29,7 @@
 import { type BackoffPolicy, backoffDelay } from "./backoff.js";
 
 /** The parts of an object the list-watch reads. */
-export interface WatchedObject {
+interface WatchedObject {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
 }
 
@@ -105,7 +105,7 @@ const SHORT_WATCH_MS = 1000;
 const MAX_EXPIRED_LISTS = 3;
 
 /** Thrown for an ERROR event whose Status is not a 410. */
-export class WatchStatusError extends Error {
+class WatchStatusError extends Error {
   constructor(
     message: string,
     readonly statusCode: number | undefined,

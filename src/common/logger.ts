@@ -19,7 +19,7 @@ export const LOG_LEVELS: readonly LogLevel[] = [
   "silent",
 ];
 
-export interface LoggerOptions {
+interface LoggerOptions {
   level: LogLevel;
   /** Appears as `name` on every line. */
   name?: string;
@@ -44,7 +44,7 @@ export function createLogger(opts: LoggerOptions): pino.Logger {
 }
 
 /** One served call, as it is logged and counted. */
-export interface CallRecord {
+interface CallRecord {
   /** ADD, DEL, CHECK, STATUS, GC, VERSION — or the gRPC method name. */
   verb: string;
   containerId?: string;

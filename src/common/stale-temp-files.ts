@@ -11,7 +11,7 @@
 import { readdirSync, statSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 
-export interface StaleTempOptions {
+interface StaleTempOptions {
   /** Which names are the writer's temporary files. */
   isTemp: (name: string) => boolean;
   /** Only those last modified longer ago than this (0: all of them). */

@@ -62,7 +62,7 @@ export interface ActualState {
   readonly orphans: string[];
 }
 
-export interface ReadActualOptions {
+interface ReadActualOptions {
   tenant: string;
   /** Our tunnel zone: its members not desired are orphans. */
   defaultTunnelZone: string;

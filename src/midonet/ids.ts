@@ -13,6 +13,7 @@
  */
 import { createHash } from "node:crypto";
 
+// Exported for its tests only (unit/midonet-ids.test.ts).
 export const MIDONET_TENANT_SPACE = "3978567e-91c4-465c-a0d1-67575f6b4c7f";
 export const TRANSLATION_VERSION = "4";
 
@@ -34,7 +35,7 @@ export function isUuid(text: string): boolean {
 }
 
 /** The 16 bytes of a UUID in text form; throws on anything else (a caller's bug, not data). */
-export function uuidBytes(uuid: string): Buffer {
+function uuidBytes(uuid: string): Buffer {
   if (!UUID_TEXT.test(uuid)) throw new TypeError(`not a UUID: ${JSON.stringify(uuid)}`);
   return Buffer.from(uuid.replace(/-/g, ""), "hex");
 }
@@ -107,6 +108,7 @@ function tenantSpaceEntry(tenant: string, version: string): { text: string; byte
 }
 
 /** The namespace UUID of one tenant's Kubernetes keys. */
+// Exported for its tests only (unit/midonet-ids.test.ts).
 export function tenantSpace(tenant: string, version: string = TRANSLATION_VERSION): string {
   return tenantSpaceEntry(tenant, version).text;
 }

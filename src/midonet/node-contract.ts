@@ -40,9 +40,9 @@ export const ANNOTATION_TUNNEL_ENDPOINT_IP = "midonet.org/tunnel-endpoint-ip";
 export const ANNOTATION_TUNNEL_ZONE_JOINED = "midonet.org/tunnel-zone-joined";
 
 /** The gateway's distance from the pod CIDR's network address. */
-export const GATEWAY_OFFSET = 1;
+const GATEWAY_OFFSET = 1;
 /** The node's distance from the pod CIDR's network address. */
-export const NODE_OFFSET = 2;
+const NODE_OFFSET = 2;
 
 export interface PodSubnet {
   family: IpFamily;
@@ -58,7 +58,7 @@ export interface PodSubnet {
   firstPodIp: string;
 }
 
-export type PodSubnetResult =
+type PodSubnetResult =
   | { ok: true; subnet: PodSubnet }
   | { ok: false; reason: "invalid" | "too-small" };
 

@@ -18,11 +18,11 @@ export type Uuid = string;
 // Media types
 // ---------------------------------------------------------------------------
 
-export function mediaType(name: string, version: number): string {
+function mediaType(name: string, version: number): string {
   return `application/vnd.org.midonet.${name}-v${version}+json`;
 }
 
-export function collectionMediaType(name: string, version: number): string {
+function collectionMediaType(name: string, version: number): string {
   return `application/vnd.org.midonet.collection.${name}-v${version}+json`;
 }
 
@@ -42,7 +42,7 @@ export type ResourceKind =
   | "IP4Mac";
 
 /** The media type version we speak for each resource (the API also accepts Bridge-v5, Port-v4). */
-export const MEDIA_TYPE_VERSION: Readonly<Record<ResourceKind, number>> = {
+const MEDIA_TYPE_VERSION: Readonly<Record<ResourceKind, number>> = {
   TunnelZone: 1,
   TunnelZoneHost: 1,
   Router: 3,
@@ -148,7 +148,7 @@ export interface Router extends Device {
 
 export interface Bridge extends Device {}
 
-export type PortType = "Bridge" | "Router";
+type PortType = "Bridge" | "Router";
 
 /** A PUT replaces the port with its body, as for a Device (see there). */
 interface PortBase {
@@ -352,7 +352,7 @@ function seg(value: string): string {
 }
 
 /** "aa:bb:cc:dd:ee:ff" → "aa-bb-cc-dd-ee-ff", as MAC and ARP entry paths carry it. */
-export function macToPathSegment(mac: string): string {
+function macToPathSegment(mac: string): string {
   return mac.replaceAll(":", "-");
 }
 

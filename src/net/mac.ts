@@ -14,7 +14,7 @@ export function normalizeMac(text: string): string | undefined {
 }
 
 /** Six bytes as "aa:bb:cc:dd:ee:ff". */
-export function formatMac(bytes: Uint8Array): string {
+function formatMac(bytes: Uint8Array): string {
   return Array.from(bytes, (x) => x.toString(16).padStart(2, "0")).join(":");
 }
 

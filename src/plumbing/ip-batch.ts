@@ -11,10 +11,10 @@ import { run } from "./run.js";
  * Absolute paths, found once: a bare name makes every exec walk PATH, and a long
  * PATH costs a failed execve per entry before /usr/sbin on each pod.
  */
-export const IP_BIN =
+const IP_BIN =
   process.env.CNI_DRIVER_IP_BIN ??
   firstExisting(["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"], "ip");
-export const NSENTER_BIN =
+const NSENTER_BIN =
   process.env.CNI_DRIVER_NSENTER_BIN ??
   firstExisting(["/usr/bin/nsenter", "/bin/nsenter", "/usr/sbin/nsenter"], "nsenter");
 

@@ -14,7 +14,7 @@ import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { showLink } from "./pod-interface.js";
 import type { LinkInfo } from "./pod-interface-types.js";
 
-export const IPV4_FORWARD_SYSCTL = "/proc/sys/net/ipv4/ip_forward";
+const IPV4_FORWARD_SYSCTL = "/proc/sys/net/ipv4/ip_forward";
 
 export interface NodeRoute {
   /** A CIDR. */

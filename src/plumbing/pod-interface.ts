@@ -27,6 +27,7 @@ import type {
  * or the pid of /proc/<pid>/ns/net. Other nsfs paths (bind mounts elsewhere) have
  * no such name; the pair is then created from inside the namespace instead.
  */
+// Exported for its tests only (integration/plumbing.test.ts).
 export function netnsLinkRef(path: string): string | undefined {
   const named = netnsName(path);
   if (named) return named;

@@ -14,7 +14,7 @@ import { run } from "./run.js";
 const BRIDGE_BIN =
   ["/usr/sbin/bridge", "/sbin/bridge", "/usr/bin/bridge"].find((p) => existsSync(p)) ?? "bridge";
 
-export interface VxlanSpec {
+interface VxlanSpec {
   name: string;
   vni: number;
   /** UDP destination port. */
@@ -62,7 +62,7 @@ async function showDevice(name: string): Promise<LinkJson | undefined> {
 }
 
 /** Whether a device of that name exists and is a VXLAN device. */
-export async function vxlanExists(name: string): Promise<boolean> {
+async function vxlanExists(name: string): Promise<boolean> {
   return (await showDevice(name))?.linkinfo?.info_kind === "vxlan";
 }
 

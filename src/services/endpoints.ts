@@ -46,7 +46,7 @@ export interface TrafficPolicy {
   externallyAccessible: boolean;
 }
 
-export interface CategorizedEndpoints {
+interface CategorizedEndpoints {
   /** The Cluster-policy endpoints; undefined when the Service never uses Cluster policy. */
   cluster?: ServiceEndpoint[];
   /** The Local-policy endpoints on this node; undefined when the Service never uses Local policy. */
@@ -57,10 +57,10 @@ export interface CategorizedEndpoints {
   hasAny: boolean;
 }
 
-export const usesClusterEndpoints = (p: TrafficPolicy): boolean =>
+const usesClusterEndpoints = (p: TrafficPolicy): boolean =>
   !p.internalLocal || (p.externallyAccessible && !p.externalLocal);
 
-export const usesLocalEndpoints = (p: TrafficPolicy): boolean =>
+const usesLocalEndpoints = (p: TrafficPolicy): boolean =>
   p.internalLocal || (p.externallyAccessible && p.externalLocal);
 
 const servingTerminating = (ep: ServiceEndpoint) => ep.serving && ep.terminating;

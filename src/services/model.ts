@@ -23,7 +23,7 @@ import {
 export type ServiceProtocol = "tcp" | "udp" | "sctp";
 
 /** kube-proxy's default for sessionAffinityConfig.clientIP.timeoutSeconds (3 hours). */
-export const DEFAULT_AFFINITY_SECONDS = 10_800;
+const DEFAULT_AFFINITY_SECONDS = 10_800;
 
 export interface ServicePortSpec {
   name: string;

@@ -11,6 +11,7 @@ import { PROTO_LOADER_OPTIONS, protoPath } from "./proto-path.js";
 // protobufjs is CommonJS and builds its exports at run time: Node's ESM import cannot name them.
 const protobuf = createRequire(import.meta.url)("protobufjs") as typeof Protobuf;
 
+// Exported for its tests only (integration/driver-wire-compat.test.ts).
 export const SERVICE_NAME = "cnidriver.v1.CNIDriver";
 
 export interface UnaryMethodCodec {

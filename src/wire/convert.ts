@@ -55,7 +55,7 @@ export function fromWireError(e: WireCniError): CniError {
 }
 
 /** The typed result (always the 1.x shape, which holds the most). */
-export function toWireResult(result: AnyResult): WireResult {
+function toWireResult(result: AnyResult): WireResult {
   const r = toResult100(result);
   return {
     interfaces: (r.interfaces ?? []).map((i) => ({

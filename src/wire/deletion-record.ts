@@ -25,6 +25,7 @@ export interface DeletionRecord {
   queuedAtUnixMs: number;
 }
 
+// Exported for its tests only (support/deletion-queue.ts, unit/stale-temp-files.test.ts).
 export function deletionRecordFileName(
   r: Pick<DeletionRecord, "network" | "containerId" | "ifName">,
 ): string {
@@ -32,6 +33,7 @@ export function deletionRecordFileName(
 }
 
 /** The name a record is written under before its rename: never ends in `.json`. */
+// Exported for its tests only (integration/driver-recovery.test.ts, support/deletion-queue.ts, unit/stale-temp-files.test.ts).
 export function deletionRecordTempName(
   r: Pick<DeletionRecord, "network" | "containerId" | "ifName">,
   pid: number,

@@ -28,7 +28,7 @@ export const GrpcStatus = {
 const STATUS_NAMES = Object.keys(GrpcStatus);
 
 /** "UNAVAILABLE" for 14; the number itself for a code gRPC does not define. */
-export function grpcStatusName(status: number): string {
+function grpcStatusName(status: number): string {
   return STATUS_NAMES[status] ?? String(status);
 }
 

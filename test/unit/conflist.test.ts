@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { confToList, parseNetworkConfig, parseNetworkConfigList } from "../../src/cni/conflist.js";
+import { parseNetworkConfigList } from "../../src/cni/conflist.js";
 import { cniErrorOf } from "../support/cni-error.js";
 
 /** A valid list with `extra` keys set over it (undefined removes a key). */
@@ -181,55 +181,6 @@ describe("cni/conflist", () => {
       expect(Buffer.from(parseNetworkConfigList(text).bytes).toString()).to.equal(text);
       const bytes = new TextEncoder().encode(text);
       expect(parseNetworkConfigList(bytes).bytes).to.equal(bytes);
-    });
-  });
-
-  describe("parseNetworkConfig and confToList", () => {
-    it("reads a .conf with only its type checked", () => {
-      const conf = parseNetworkConfig('{"type":"bridge"}');
-      expect(conf.name).to.equal("");
-      expect(conf.cniVersion).to.equal("");
-      expect(conf.plugin.type).to.equal("bridge");
-    });
-
-    for (const [what, text, code] of [
-      ["non-JSON", "nope", 6],
-      ["a missing type", '{"name":"x"}', 7],
-      ["a path as type", '{"name":"x","type":"/bin/sh"}', 7],
-    ] as const) {
-      it(`parseNetworkConfig rejects ${what} with code ${code}`, () => {
-        expect(cniErrorOf(() => parseNetworkConfig(text)).code).to.equal(code);
-      });
-    }
-
-    it("makes a list the way libcni's ConfListFromConf does, bytes included", () => {
-      const conf = parseNetworkConfig(
-        '{"cniVersion":"0.3.1","name":"net","type":"bridge","ipam":{"type":"host-local","subnet":"10.1.0.0/16"},"capabilities":{"portMappings":true}}',
-      );
-      const l = confToList(conf);
-      expect(l.name).to.equal("net");
-      expect(l.cniVersion).to.equal("0.3.1");
-      expect(l.plugins).to.have.length(1);
-      expect(l.plugins[0]?.capabilities).to.deep.equal({ portMappings: true });
-      expect(Buffer.from(l.bytes).toString()).to.equal(
-        '{"cniVersion":"0.3.1","name":"net","plugins":[{"capabilities":{"portMappings":true},"cniVersion":"0.3.1","ipam":{"subnet":"10.1.0.0/16","type":"host-local"},"name":"net","type":"bridge"}]}',
-      );
-    });
-
-    it("converts a 1.0.0 .conf too, as libcni still does", () => {
-      const l = confToList(parseNetworkConfig('{"cniVersion":"1.0.0","name":"n","type":"ptp"}'));
-      expect(l.cniVersion).to.equal("1.0.0");
-    });
-
-    it("a .conf without cniVersion becomes a 0.1.0 list", () => {
-      expect(confToList(parseNetworkConfig('{"name":"n","type":"ptp"}')).cniVersion).to.equal(
-        "0.1.0",
-      );
-    });
-
-    it("a .conf without name fails when made a list (code 7)", () => {
-      const conf = parseNetworkConfig('{"type":"ptp"}');
-      expect(cniErrorOf(() => confToList(conf)).code).to.equal(7);
     });
   });
 });

@@ -16,6 +16,7 @@ import { type ProcessOutcome, runProcess, type SpawnBackend } from "./plugin-pro
 
 export type Verb = CniCommand;
 
+// Exported for its tests only (integration/plugin-exec.test.ts, support/plugin-spawn.ts).
 export interface ExecRequest {
   /** The config's `type`: a bare file name looked up in `binDirs`. */
   type: string;
@@ -43,6 +44,7 @@ export interface ExecRequest {
 }
 
 /** Every failure of execPlugin: a CniError that also names the plugin and the verb. */
+// Exported for its tests only (integration/plugin-exec.test.ts).
 export class PluginExecError extends CniError {
   readonly plugin: string;
   readonly command: Verb;
@@ -56,8 +58,8 @@ export class PluginExecError extends CniError {
 }
 
 /** libcni retries an exec that fails with "text file busy" (a binary being replaced): 6 tries, 1 s apart. */
-export const TEXT_FILE_BUSY_TRIES = 6;
-export const TEXT_FILE_BUSY_DELAY_MS = 1000;
+const TEXT_FILE_BUSY_TRIES = 6;
+const TEXT_FILE_BUSY_DELAY_MS = 1000;
 const DEFAULT_KILL_GRACE_MS = 2000;
 /** The verbs whose success prints something the caller reads. */
 const VERBS_WITH_OUTPUT: ReadonlySet<Verb> = new Set<Verb>(["ADD", "VERSION"]);
@@ -86,6 +88,7 @@ function checkBareName(type: string): void {
  * the exec reports it). Throws code 7 when `type` is not a bare file name or no
  * dir holds it: the config names a plugin this node does not have.
  */
+// Exported for its tests only (integration/plugin-exec.test.ts).
 export async function findPlugin(type: string, binDirs: readonly string[]): Promise<string> {
   checkBareName(type);
   for (const dir of binDirs) {

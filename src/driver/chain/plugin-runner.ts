@@ -58,7 +58,7 @@ export interface RecoveryView {
   logger: pino.Logger;
 }
 
-export interface PluginRunnerOptions {
+interface PluginRunnerOptions {
   binDirs: readonly string[];
   timeoutMs: number;
   builtins: ReadonlyMap<string, BuiltinPlugin>;
@@ -109,7 +109,7 @@ export function createPluginRunner(opts: PluginRunnerOptions): RunPlugin {
  * listener to the shared signal would pile them up past Node's limit of 10
  * (a MaxListenersExceededWarning on stderr, in a log that is JSON lines only).
  */
-export function abortFanOut(shared: AbortSignal): {
+function abortFanOut(shared: AbortSignal): {
   enter(): { signal: AbortSignal; leave(): void };
   /** Runs entered and not yet left. */
   size(): number;

@@ -39,7 +39,7 @@ export function vtepMacOf(nodeName: string): string {
 }
 
 /** The network address of a pod CIDR: the node's VTEP address. */
-export function vtepAddressOf(podCidr: string): string {
+function vtepAddressOf(podCidr: string): string {
   return formatIp(cidrNetwork(parseCidr(podCidr) as NonNullable<ReturnType<typeof parseCidr>>));
 }
 
@@ -65,7 +65,7 @@ export interface CrossNodePlan {
   nodeOf: Map<string, string>;
 }
 
-export interface CrossNodeInputs {
+interface CrossNodeInputs {
   settings: ClusterNetworkSettings;
   selfName: string;
   nodes: readonly ClusterNode[];

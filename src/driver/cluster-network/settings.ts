@@ -17,13 +17,13 @@ import { cidrHasHostBits, cidrNetwork, formatCidr, parseCidr } from "../../net/i
 
 export type CrossNodeMode = "auto" | "host-gw" | "vxlan" | "none";
 
-export const CROSS_NODE_MODES: readonly CrossNodeMode[] = ["auto", "host-gw", "vxlan", "none"];
+const CROSS_NODE_MODES: readonly CrossNodeMode[] = ["auto", "host-gw", "vxlan", "none"];
 
 /** The VXLAN device's name: the driver owns the device, and everything on it. */
 export const VXLAN_DEVICE = "midokube-vxlan";
-export const DEFAULT_VXLAN_VNI = 1;
+const DEFAULT_VXLAN_VNI = 1;
 /** IANA's VXLAN port. */
-export const DEFAULT_VXLAN_PORT = 4789;
+const DEFAULT_VXLAN_PORT = 4789;
 
 export interface ClusterNetworkSettings {
   crossNode: CrossNodeMode;

@@ -127,6 +127,7 @@ async function readSnapshot(dir: string): Promise<Map<string, Uint8Array>> {
  * `type` in one of them, as libcni's FindInPath looks it up. The answers are
  * kept for the one load they serve.
  */
+// Exported for its tests only (integration/config-source.test.ts).
 export function pluginFinder(binDirs: readonly string[]): (type: string) => boolean {
   const known = new Map<string, boolean>();
   return (type: string): boolean => {

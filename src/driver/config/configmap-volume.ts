@@ -31,10 +31,13 @@ import {
 } from "node:fs/promises";
 import { basename, join } from "node:path";
 
+// Exported for its tests only (support/configmap-dir.ts).
 export const DATA_DIR = "..data";
+// Exported for its tests only (support/configmap-dir.ts).
 export const NEW_DATA_DIR = "..data_tmp";
 
 /** One ConfigMap's data: key → content. */
+// Exported for its tests only (support/configmap-dir.ts).
 export type ConfigMapData = Readonly<Record<string, string | Uint8Array>>;
 
 /** Go's time.Now().UTC().Format("..2006_01_02_15_04_05.") */

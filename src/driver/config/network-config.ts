@@ -49,9 +49,9 @@ import {
 } from "./pod-range-guard.js";
 
 /** The optional `driver.json` key. */
-export const DRIVER_SETTINGS_KEY = "driver.json";
+const DRIVER_SETTINGS_KEY = "driver.json";
 /** Keys with this suffix are networks. */
-export const CONFLIST_SUFFIX = ".conflist";
+const CONFLIST_SUFFIX = ".conflist";
 
 export interface DriverSettings {
   /** The network used when a call names none; default: the first conflist by key name. */
@@ -389,7 +389,7 @@ function checkPodRanges(ipam: JsonObject, nodeAddresses: readonly NodeAddress[])
  * each subnet leaves room for addresses (IPv4 at most /30, IPv6 at most /126)
  * and has no host bits ("10.1.0.5/24" is refused, as host-local refuses it).
  */
-export function validateHostLocal(ipam: JsonObject, ipRangesAtRuntime = false): void {
+function validateHostLocal(ipam: JsonObject, ipRangesAtRuntime = false): void {
   let sets: RangeSet[];
   try {
     sets = rangeSetsOf(ipam, { strict: true });

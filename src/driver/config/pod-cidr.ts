@@ -11,8 +11,8 @@ import { podSubnetOf } from "../../midonet/node-contract.js";
 import { ipFamily, parseCidr } from "../../net/ip.js";
 import { MIDONET_PLUGIN_TYPE } from "../builtin/midonet/config.js";
 
-export const POD_CIDR_V4 = "usePodCidr";
-export const POD_CIDR_V6 = "usePodCidrIPv6";
+const POD_CIDR_V4 = "usePodCidr";
+const POD_CIDR_V6 = "usePodCidrIPv6";
 
 export interface PodCidrs {
   v4?: string;

@@ -208,7 +208,7 @@ export interface KubeApi {
   close(): Promise<void>;
 }
 
-export interface ConnectOptions {
+interface ConnectOptions {
   logger: pino.Logger;
   /** Bound on every non-watch call, ms (default 10 s). */
   requestTimeoutMs?: number;
@@ -219,6 +219,7 @@ export interface ConnectOptions {
 const DEFAULT_WATCH_BACKOFF: BackoffPolicy = { baseMs: 200, maxMs: 10_000 };
 
 /** Objects a page of the collections followed cluster-wide (client-go's pager asks for as many). */
+// Exported for its tests only (unit/kube-api-watch-each.test.ts).
 export const LIST_PAGE_SIZE = 500;
 
 /** The list path of each collection followed cluster-wide (its watch path too). */

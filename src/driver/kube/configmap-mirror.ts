@@ -44,6 +44,7 @@ export function parseConfigMapRef(text: string): ConfigMapRef {
 }
 
 /** A ConfigMap's keys as the files kubelet would project: `data` as UTF-8, `binaryData` decoded. */
+// Exported for its tests only (integration/driver-kube.test.ts).
 export function configMapFiles(cm: KubeObjectView): Map<string, Uint8Array> {
   const files = new Map<string, Uint8Array>();
   const data = (cm.data ?? {}) as Record<string, unknown>;
@@ -55,9 +56,9 @@ export function configMapFiles(cm: KubeObjectView): Map<string, Uint8Array> {
   return files;
 }
 
-export type ConfigCopy = "api" | "mount";
+type ConfigCopy = "api" | "mount";
 
-export interface CopyChoiceInput {
+interface CopyChoiceInput {
   /** Content hash of the API copy; undefined: there is none. */
   apiCopy?: string;
   /** The watch is healthy (listed, no error since). */
@@ -69,6 +70,7 @@ export interface CopyChoiceInput {
 }
 
 /** Which copy a load reads (the rules in the module comment). */
+// Exported for its tests only (integration/driver-kube.test.ts).
 export function chooseConfigCopy(s: CopyChoiceInput): ConfigCopy {
   if (s.apiCopy === undefined) return "mount";
   if (s.apiSynced) return "api";

@@ -45,6 +45,7 @@ import {
 import { type PodEventMetrics, PodEventRecorder } from "./pod-events.js";
 
 /** The API copy of the `--configmap` ConfigMap, under `--state-dir`. */
+// Exported for its tests only (integration/driver-kube.test.ts).
 export const CONFIGMAP_COPY_DIR = "configmap-api";
 
 export interface KubeSettings {
@@ -283,6 +284,7 @@ export class KubeIntegration {
  * a pod's sandbox recreated under a new container id may be set up before the
  * old one's DEL arrives.
  */
+// Exported for its tests only (integration/kube-pod-annotations.test.ts, unit/pod-annotation-owners.test.ts).
 export function podObserver(
   annotations: PodAnnotationQueue,
   events: PodEventRecorder,

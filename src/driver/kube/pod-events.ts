@@ -24,10 +24,11 @@ import type pino from "pino";
 import type { CoreEventBody, KubeApi } from "./api.js";
 import { KubeApiError } from "./api.js";
 
+// Exported for its tests only (integration/driver-kube.test.ts).
 export const EVENT_REASON_SETUP_FAILED = "FailedSetUpNetwork";
-export const EVENT_COMPONENT = "cni-driver";
+const EVENT_COMPONENT = "cni-driver";
 
-export interface FailedSetUp {
+interface FailedSetUp {
   pod: { namespace: string; name: string; uid?: string };
   ifName: string;
   containerId: string;
@@ -38,6 +39,7 @@ export interface FailedSetUp {
 }
 
 /** The Event's message: the interface, the step, the CNI error and its code. */
+// Exported for its tests only (integration/driver-kube.test.ts).
 export function setUpFailedMessage(f: FailedSetUp): string {
   const text = `SetUpPod of ${f.ifName || "the pod interface"} failed while ${f.step}: ${f.message} (CNI error ${f.code})`;
   // Event messages are capped at 1 KiB by the API server's validation.

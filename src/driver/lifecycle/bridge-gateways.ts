@@ -32,14 +32,14 @@ import type { ConfigSource } from "../config/config-source.js";
 import type { PodNetworkObserver } from "../rpc/service.js";
 
 /** A range a kernel-datapath network serves on a bridge. */
-export interface BridgeRange {
+interface BridgeRange {
   bridge: string;
   /** Undefined: the network's IPAM is not host-local, so its ranges are unknown (any counts). */
   subnet?: ParsedCidr;
 }
 
 /** The bridges and host-local ranges of the kernel-datapath `midonet` plugins of these networks. */
-export function bridgeRangesOf(networks: Iterable<NetworkConfigList>): BridgeRange[] {
+function bridgeRangesOf(networks: Iterable<NetworkConfigList>): BridgeRange[] {
   const out: BridgeRange[] = [];
   for (const conf of kernelDatapathPlugins(networks)) {
     if (conf.ipam.type !== "host-local") {
@@ -60,7 +60,7 @@ export function bridgeRangesOf(networks: Iterable<NetworkConfigList>): BridgeRan
  * The addresses on `bridge` whose network no active range on that bridge
  * overlaps (pure): `held` says which of those an attachment still keeps.
  */
-export function unusedGateways(
+function unusedGateways(
   bridge: string,
   onBridge: readonly string[],
   active: readonly BridgeRange[],

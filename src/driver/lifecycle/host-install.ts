@@ -73,6 +73,7 @@ export interface ShimTarget {
  * 1.0.0 for runtimes whose libcni predates 1.1.0; `cniVersions` lets newer ones
  * pick 1.1.0 and with it STATUS and GC.
  */
+// Exported for its tests only (e2e/runtime-habits.test.ts, integration/host-install.test.ts).
 export function hostConflist(target: ShimTarget): string {
   const conf = {
     cniVersion: "1.0.0",

@@ -81,7 +81,7 @@ export async function recoverAtStart(d: RecoveryDeps): Promise<void> {
  * A shim writes and renames its record within milliseconds (an fsync or two): a
  * temporary file this old belongs to a shim that died.
  */
-export const STALE_RECORD_TEMP_MS = 60_000;
+const STALE_RECORD_TEMP_MS = 60_000;
 
 export async function replayDeletionQueue(d: RecoveryDeps): Promise<number> {
   const dir = join(d.stateDir, DELETION_QUEUE_DIR);

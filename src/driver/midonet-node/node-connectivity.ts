@@ -43,6 +43,7 @@ import type { KubeApi } from "../kube/api.js";
 import { NodeMacAnnotation } from "../kube/node-annotation.js";
 import type { AnnotationWriteOutcome } from "../kube/pod-annotations.js";
 
+// Exported for its tests only (integration/node-connectivity.test.ts).
 export interface NodeLinkPlan extends Pick<NodeLinkSpec, "nodeIf" | "peerIf"> {
   /** The network whose pod CIDR the node IP comes from. */
   network: string;
@@ -77,6 +78,7 @@ function firstV4Subnet(ipam: JsonObject): ParsedCidr | undefined {
  * others in order. Throws (an Error naming the network) when the network's
  * IPAM gives no IPv4 pod CIDR to derive the node IP from.
  */
+// Exported for its tests only (integration/node-connectivity.test.ts).
 export function nodeLinkPlan(cfg: DriverConfig): NodeLinkPlan | undefined {
   const names = [
     cfg.defaultNetwork,

@@ -231,6 +231,7 @@ export function diffCommands(prev: Ruleset, next: Ruleset): Command[] {
 }
 
 /** diffCommands as an nft script; "" when nothing differs. */
+// Exported for its tests only (integration/network-policy-nft.test.ts, unit/network-policy-ruleset.test.ts).
 export function diffScript(prev: Ruleset, next: Ruleset): string {
   return scriptOf(diffCommands(prev, next));
 }

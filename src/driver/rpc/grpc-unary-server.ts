@@ -271,6 +271,7 @@ const TIMEOUT_UNIT_MS: Record<string, number> = {
 };
 
 /** `grpc-timeout` ("5S", "120000m", at most 8 digits and a unit) in ms; undefined without one. */
+// Exported for its tests only (unit/grpc-unary-server.test.ts).
 export function parseTimeoutMs(value: string | string[] | undefined): number | undefined {
   const m = typeof value === "string" ? /^(\d{1,8})([HMSmun])$/.exec(value) : null;
   if (!m) return undefined;
@@ -278,6 +279,7 @@ export function parseTimeoutMs(value: string | string[] | undefined): number | u
 }
 
 /** grpc-message: UTF-8, with every byte outside printable ASCII, and '%', as %XX. */
+// Exported for its tests only (unit/grpc-unary-server.test.ts).
 export function percentEncode(text: string): string {
   let out = "";
   for (const b of Buffer.from(text, "utf8"))

@@ -33,7 +33,7 @@ export function requireApiVersion(v: number): void {
   }
 }
 
-export interface ResolvedPodRequest {
+interface ResolvedPodRequest {
   /** The network asked for, "" for the driver's default. */
   network: string;
   /** The version the caller wants answers in; undefined: the network's own. */
@@ -117,7 +117,7 @@ function parseStdinConfig(bytes: Uint8Array | undefined): Record<string, unknown
 }
 
 /** The typed wire capabilities as CNI runtimeConfig JSON (the conventions' camelCase keys). */
-export function capabilitiesFromWire(c: Capabilities): Record<string, unknown> {
+function capabilitiesFromWire(c: Capabilities): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (c.port_mappings.length > 0) {
     out.portMappings = c.port_mappings.map((p) => ({

@@ -37,6 +37,7 @@ export interface GrpcServerHandle {
   forceClose(): void;
 }
 
+// Exported for its tests only (integration/driver-socket.test.ts).
 export async function prepareSocketPath(socketPath: string): Promise<void> {
   const dir = dirname(socketPath);
   const existing = await lstat(dir).catch(() => undefined);
@@ -68,7 +69,7 @@ export async function prepareSocketPath(socketPath: string): Promise<void> {
   });
 }
 
-export interface GrpcServerOptions {
+interface GrpcServerOptions {
   logger: pino.Logger;
   limits?: ConnectionLimits;
   /** A garbage collection once this long passes without a call ending (idle-gc.ts); 0: never. */

@@ -79,7 +79,7 @@ function knownShapes(): Map<string, SetShape> {
 }
 
 /** The batch of a script, and what each of its messages does (for a refusal's report). */
-export interface EncodedScript {
+interface EncodedScript {
   messages: Buffer;
   count: number;
   describe(index: number): string | undefined;

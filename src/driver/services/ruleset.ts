@@ -47,7 +47,7 @@ export const SERVICES_TABLES: readonly string[] = [
   ...Array.from({ length: SERVICE_SHARDS }, (_, k) => shardTable(k)),
 ];
 /** The packet mark asking postrouting to masquerade (a bit kube-proxy's 0x4000 does not use). */
-export const MASQUERADE_MARK = 0x0010_0000;
+const MASQUERADE_MARK = 0x0010_0000;
 
 /** One port plan's share of the tables. */
 export interface Block {

@@ -92,7 +92,7 @@ export interface RunningMidonetController {
 }
 
 /** The controller of one replica: informers always, the Lease's work while it holds it. */
-export class MidonetController implements RunningMidonetController {
+class MidonetController implements RunningMidonetController {
   readonly logger: Logger;
   readonly metrics: ControllerMetrics;
   private readonly mapper: ClusterMapper;

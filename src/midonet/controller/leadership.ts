@@ -14,7 +14,7 @@ import type { ControllerMetrics } from "./metrics.js";
 import type { NodeAnnotator } from "./node-annotations.js";
 
 /** Wakes a waiting loop; a wake that comes while nobody waits is kept for the next wait. */
-export class Wakeup {
+class Wakeup {
   private pending = false;
   private resolve: (() => void) | undefined;
 

@@ -51,6 +51,7 @@ export interface AnnotatedNode {
  * The annotations to set on `node`, given the hosts MidoNet knows by name;
  * undefined when there is nothing to write (or its host is not known).
  */
+// Exported for its tests only (unit/midonet-controller.test.ts).
 export function nodeAnnotationPatch(
   node: AnnotatedNode,
   hostsByName: ReadonlyMap<string, string>,
@@ -76,6 +77,7 @@ export function nodeAnnotationPatch(
 }
 
 /** The zone a node's record names (lowercase); undefined when none or not a UUID. */
+// Exported for its tests only (unit/midonet-controller.test.ts).
 export function recordedTunnelZone(node: AnnotatedNode | undefined): string | undefined {
   const text = node?.metadata?.annotations?.[ANNOTATION_TUNNEL_ZONE_JOINED]?.trim();
   return text && isUuid(text) ? text.toLowerCase() : undefined;

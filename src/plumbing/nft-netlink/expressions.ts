@@ -18,7 +18,7 @@ const VERDICT_CODE = 1;
 const VERDICT_CHAIN = 2;
 
 /** Registers: the verdict, the first 16-byte one; 32-bit ones are numbered from 8. */
-export const REG_VERDICT = 0;
+const REG_VERDICT = 0;
 export const REG_1 = 1;
 export const REG_2 = 2;
 /**

@@ -12,7 +12,7 @@ import { bigIntToIp, type IpFamily, ipToBigInt, parseCidr, parseIp } from "../..
 import { type RangeSet, rangeSetsOf, requireNoOverlaps } from "./ranges.js";
 
 /** host-local's default when the config names no dataDir. */
-export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
+const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
 
 /** Where an `ipam` section's leases live: its dataDir, else host-local's default. */
 export function dataDirOf(ipam: Record<string, unknown>): string {

@@ -38,7 +38,7 @@ import { goPathError, HostLocalStore, leaseOwner } from "./store.js";
 
 export const HOST_LOCAL_TYPE = "host-local";
 
-export interface HostLocalPluginOptions {
+interface HostLocalPluginOptions {
   /** How long to wait for another process's hold on a network's lock. */
   lockTimeoutMs: number;
 }

@@ -95,7 +95,7 @@ export class RangeConfigError extends Error {
  * config check at load) also refuses a gateway outside the subnet, and words a
  * missing subnet and a start after the end plainly.
  */
-export function parseRange(value: unknown, strict = false): HostLocalRange {
+function parseRange(value: unknown, strict = false): HostLocalRange {
   try {
     return canonicalRange(value, strict);
   } catch (err) {
@@ -181,7 +181,7 @@ function overlaps(a: HostLocalRange, b: HostLocalRange): boolean {
 }
 
 /** RangeSet.Canonicalize: non-empty, one family, no two ranges overlapping. */
-export function parseRangeSet(value: unknown, strict = false): RangeSet {
+function parseRangeSet(value: unknown, strict = false): RangeSet {
   // A null range set is Go's nil RangeSet: an empty one.
   if (value === null) value = [];
   if (!Array.isArray(value)) throw new Error("must be a list of ranges");

@@ -20,7 +20,7 @@ import { kernelDatapathPlugins, type MidonetPluginConfig, readMidonetConfig } fr
 import { cachedResultOf, hostNameFor, plumbingError, prevResultOf } from "./invocation.js";
 import { removeOrphanHostVeths } from "./orphan-host-veths.js";
 
-export interface MidonetPluginOptions {
+interface MidonetPluginOptions {
   /** Told when an ADD replaced the host end an older sandbox of the same pod left. */
   onStaleHostEnd?: (hostIfName: string, containerId: string) => void;
   /** What the plugin remembers of its bridges; shared with whoever removes their gateways. */
