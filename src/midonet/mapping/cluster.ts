@@ -117,17 +117,8 @@ export class ClusterMapper {
     if (previousNode !== undefined && previousNode !== nodeName) {
       this.forgetPodOnNode(previousNode, key);
     }
-    if (nodeName) {
-      let pods = this.podsByNode.get(nodeName);
-      if (!pods) {
-        pods = new Map();
-        this.podsByNode.set(nodeName, pods);
-      }
-      pods.set(key, pod);
-      this.podNode.set(key, nodeName);
-    } else {
-      this.podNode.delete(key);
-    }
+    if (nodeName) this.filePodOnNode(nodeName, key, pod);
+    else this.podNode.delete(key);
     const policy = this.policy.upsertPod(pod);
     return mergeChanges(policy.changes, this.state.apply(this.mapPodNow(pod)));
   }
@@ -264,18 +255,18 @@ export class ClusterMapper {
     for (const pod of input.pods ?? []) {
       const key = namespacedName(pod.metadata);
       const nodeName = pod.spec?.nodeName;
-      if (nodeName) {
-        let pods = this.podsByNode.get(nodeName);
-        if (!pods) {
-          pods = new Map();
-          this.podsByNode.set(nodeName, pods);
-        }
-        pods.set(key, pod);
-        this.podNode.set(key, nodeName);
-      }
+      if (nodeName) this.filePodOnNode(nodeName, key, pod);
       mappings.push(this.mapPodNow(pod));
     }
     this.state.load(mappings);
+  }
+
+  /** Files the pod under its node, so that a node's change remaps exactly its pods. */
+  private filePodOnNode(nodeName: string, key: string, pod: Pod): void {
+    const pods = this.podsByNode.get(nodeName) ?? new Map<string, Pod>();
+    this.podsByNode.set(nodeName, pods);
+    pods.set(key, pod);
+    this.podNode.set(key, nodeName);
   }
 
   private slicesOf(serviceKey: string): EndpointSlice[] {
