@@ -220,7 +220,7 @@ export function moduleFaces(root: string, dir = "src"): ExportedName[] {
       if (target !== file) note(target, "*", file);
   }
   const out: ExportedName[] = [];
-  const under = join(root, dir) + "/";
+  const under = `${join(root, dir)}/`;
   for (const [file, sf] of sources) {
     if (!file.startsWith(under)) continue;
     const byName = importers.get(file);

@@ -43,7 +43,8 @@ describe("driver/idle-gc", () => {
     // About 150 MiB of small objects, two thirds of them then dropped: the heap's pages are
     // left sparse, as after a large sync whose working objects are garbage.
     let made: { a: string; b: number[]; c: Map<number, number> }[] | undefined = [];
-    for (let i = 0; i < 400_000; i++) made.push({ a: `x${i}`, b: [i, i + 1], c: new Map([[i, i]]) });
+    for (let i = 0; i < 400_000; i++)
+      made.push({ a: `x${i}`, b: [i, i + 1], c: new Map([[i, i]]) });
     const kept = made.filter((_, i) => i % 3 === 0);
     made = undefined;
     gc();

@@ -46,8 +46,9 @@ describe("the faces of src/'s modules", () => {
         e.importers.every((f) => f.startsWith("test/")) &&
         !/\btests?\b/i.test(e.leadingComment),
     );
-    expect(forTests.map(named), "imported by tests only, without a comment saying so").to.deep.equal(
-      [],
-    );
+    expect(
+      forTests.map(named),
+      "imported by tests only, without a comment saying so",
+    ).to.deep.equal([]);
   });
 });
