@@ -301,11 +301,15 @@ export class MidonetSimulator {
         res.setHeader("Location", this.baseUrl + reply.location);
         record.location = reply.location;
       }
+      for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
       this.finish(res, record, reply.status, reply.body, type);
     } catch (err) {
       const status = err instanceof ApiError ? err.status : 500;
       const message = messageOf(err);
       const violations = err instanceof ApiError ? err.violations : undefined;
+      if (err instanceof ApiError) {
+        for (const [name, value] of Object.entries(err.headers ?? {})) res.setHeader(name, value);
+      }
       this.finish(
         res,
         record,

@@ -6,6 +6,7 @@
  */
 import http from "node:http";
 import { expect } from "chai";
+import { formatTokenExpiry } from "../support/midonet-simulator/session.js";
 import { type MidonetSimulator, startMidonetSimulator } from "../support/midonet-simulator.js";
 
 const mt = (name: string, v: number) => `application/vnd.org.midonet.${name}-v${v}+json`;
@@ -147,7 +148,7 @@ describe("MidoNet API simulator", () => {
       expect(res.headers.get("content-type")).to.equal(mt("Token", 1));
       const t = res.body as { key: string; expires: string };
       expect(t.key).to.be.a("string").and.not.empty;
-      expect(Date.parse(t.expires)).to.be.greaterThan(Date.now());
+      expect(t.expires).to.be.a("string").and.not.empty;
       expect((await call("GET", "/bridges", { token: t.key })).status).to.equal(200);
     });
 
@@ -1094,6 +1095,35 @@ describe("MidoNet API simulator", () => {
       );
     });
 
+    it("tpSrc/tpDst outside 1-65535 or reversed is a validation error (Condition.java @ValidRange, RangeValidator.java)", async () => {
+      const c = await chain();
+      const path = `/chains/${c}/rules`;
+      const message = "Port range not valid. Must be between 1 and 65535.";
+      for (const [key, range] of [
+        ["tpDst", { start: 0, end: 80 }],
+        ["tpDst", { start: 0, end: 0 }],
+        ["tpDst", { start: 1, end: 65536 }],
+        ["tpDst", { start: 90, end: 80 }],
+        ["tpSrc", { start: 0, end: 65535 }],
+        ["tpSrc", { start: 70000, end: 70000 }],
+      ] as const) {
+        const res = await post(path, mt("Rule", 2), { type: "accept", [key]: range });
+        expectError(res, 400, /Validation error/);
+        expect((res.body as { violations: unknown }).violations).to.deep.equal([
+          { property: key, message },
+        ]);
+      }
+      const id = await rule(c, {
+        type: "accept",
+        tpSrc: { start: 1, end: 65535 },
+        tpDst: { start: 65535, end: 65535 },
+      });
+      expect(await getJson(`/rules/${id}`)).to.deep.include({
+        tpSrc: { start: 1, end: 65535 },
+        tpDst: { start: 65535, end: 65535 },
+      });
+    });
+
     it("a rule with a taken id is a 409 even at a position out of range (RuleResource.scala creates first)", async () => {
       const c = await chain();
       const id = await rule(c, { type: "accept" });
@@ -1108,6 +1138,88 @@ describe("MidoNet API simulator", () => {
       expect(res.status).to.equal(200);
       expect(res.body).to.deep.include({ id: HOST1, name: "node1" });
       expectError(await get(`/hosts/${MISSING}`, mt("Host", 3)), 404);
+    });
+  });
+
+  describe("as MidoNet's login, token and router port code answers", () => {
+    const login = (authorization?: string) =>
+      call("POST", "/login", {
+        token: null,
+        accept: mt("Token", 1),
+        headers: {
+          ...(authorization === undefined ? {} : { Authorization: authorization }),
+          "X-Auth-Project": "admin",
+        },
+      });
+    const basic = (credentials: string) => `Basic ${Buffer.from(credentials).toString("base64")}`;
+
+    function expectLoginRefused(res: Answer, message: string): void {
+      expectError(res, 401);
+      expect((res.body as { message: string }).message).to.equal(message);
+      expect(res.headers.get("www-authenticate")).to.equal('Basic  realm="BASIC_AUTH_REALM"');
+    }
+
+    it("decoded credentials that Java's split(\":\") does not cut in two are 401 'Authorization header is not valid' (LoginFilter.java)", async () => {
+      for (const credentials of ["admin", "admin:", "admin::", "admin:ad:min", ":"]) {
+        expectLoginRefused(await login(basic(credentials)), "Authorization header is not valid");
+      }
+      // split drops trailing empty strings: "admin:admin:" is the pair (admin, admin).
+      expect((await login(basic("admin:admin:"))).status).to.equal(200);
+    });
+
+    it("a login without Authorization, or not Basic, is refused in LoginFilter.java's words", async () => {
+      expectLoginRefused(await login(), "Authorization header is not set.");
+      expectLoginRefused(await login("Bearer abc"), "Authorization header does not contain Basic.");
+      expectLoginRefused(
+        await login(basic("admin:nope")),
+        "Authentication error: invalid credentials",
+      );
+    });
+
+    it("the token's expires is Token.java's \"EEE, dd-MM-yyyy HH:mm:ss z\" in UTC, also sent as the sessionId cookie", async () => {
+      expect(formatTokenExpiry(Date.UTC(2025, 1, 3, 14, 5, 9, 999))).to.equal(
+        "Mon, 03-02-2025 14:05:09 UTC",
+      );
+      expect(formatTokenExpiry(Date.UTC(2025, 11, 25, 0, 0, 0))).to.equal(
+        "Thu, 25-12-2025 00:00:00 UTC",
+      );
+      const before = Date.now();
+      const res = await login(basic("admin:admin"));
+      const after = Date.now();
+      expect(res.status).to.equal(200);
+      const t = res.body as { key: string; expires: string };
+      const m =
+        /^(Sun|Mon|Tue|Wed|Thu|Fri|Sat), (\d{2})-(\d{2})-(\d{4}) (\d{2}):(\d{2}):(\d{2}) UTC$/.exec(
+          t.expires,
+        );
+      expect(m, t.expires).to.not.equal(null);
+      const [, , dd, mm, yyyy, hh, mi, ss] = (m as RegExpExecArray).map(Number);
+      const expiry = Date.UTC(yyyy as number, (mm as number) - 1, dd, hh, mi, ss);
+      const ttl = 3_600_000; // the simulator's default token lifetime
+      expect(expiry).to.be.within(Math.floor((before + ttl) / 1000) * 1000, after + ttl);
+      expect(res.headers.get("set-cookie")).to.equal(`sessionId=${t.key}; Expires=${t.expires}`);
+    });
+
+    it("a new router port gets one Local route, to its portAddress only, with RouterPortResource's fields (PortResource.scala)", async () => {
+      const r = await router();
+      const p = await routerPort(r, "10.1.0.1/24", { portSubnet: ["10.1.0.1/24", "10.3.0.1/24"] });
+      expect((await getJson<{ portAddress: string }>(`/ports/${p}`)).portAddress).to.equal(
+        "10.1.0.1",
+      );
+      const routes = await getJson<Record<string, unknown>[]>(`/routers/${r}/routes`);
+      expect(routes).to.have.length(1);
+      expect(routes[0]).to.deep.include({
+        type: "Local",
+        srcNetworkAddr: "0.0.0.0",
+        srcNetworkLength: 0,
+        dstNetworkAddr: "10.1.0.1",
+        dstNetworkLength: 32,
+        nextHopPort: p,
+        nextHopGateway: null,
+        weight: 0,
+        learned: false,
+        routerId: r,
+      });
     });
   });
 

@@ -8,6 +8,8 @@ export class ApiError extends Error {
     message: string,
     /** A bean-validation failure's violations, which MidoNet lists beside its message. */
     readonly violations?: ReadonlyArray<{ property: string; message: string }>,
+    /** Headers the error answer carries besides Content-Type. */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(message);
   }

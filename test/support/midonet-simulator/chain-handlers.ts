@@ -64,14 +64,31 @@ function parseConditions(body: Body): Record<string, unknown> {
   put("nwDstAddress", body.ipv4("nwDstAddress"));
   put("nwDstLength", validated(body, "nwDstLength", 0, 32));
   for (const key of ["tpSrc", "tpDst"] as const) {
-    if (!body.has(key)) continue;
-    const range = Body.parse(`Rule.${key}`, body.raw(key), ACCEPTED_FIELDS.PortRange);
-    const start = range.int("start", 0, 65535, true) as number;
-    const end = range.int("end", 0, 65535, true) as number;
-    if (start > end) throw badRequest(`Rule.${key}: start ${start} is after end ${end}`);
-    fields[key] = { start, end };
+    if (body.has(key)) fields[key] = parsePortRange(body, key);
   }
   return fields;
+}
+
+/**
+ * Condition.java (midonet-cluster/src/main/java/org/midonet/cluster/rest_api/
+ * models/) annotates tpSrc and tpDst with @ValidRange(min = 1, max = 0xFFFF),
+ * checked by RangeValidator.java (.../rest_api/validation/): valid when
+ * start <= end and both are within [1, 65535]. Port 0 and a reversed range
+ * fail alike, as one bean violation on the field with ValidRange's default
+ * message, midokura.javarx.L4PortRangeNotValid in
+ * midonet-cluster/src/main/resources/ValidationMessages.properties. A range
+ * without start or end makes RangeValidator unbox a null (an exception, not a
+ * violation): the simulator refuses it with a plain 400.
+ */
+const PORT_RANGE_MESSAGE = "Port range not valid. Must be between 1 and 65535.";
+
+function parsePortRange(body: Body, key: "tpSrc" | "tpDst"): { start: number; end: number } {
+  const range = Body.parse(`Rule.${key}`, body.raw(key), ACCEPTED_FIELDS.PortRange);
+  // Jackson binds start and end to Integer: anything else fails before validation.
+  const start = range.int("start", -(2 ** 31), 2 ** 31 - 1, true) as number;
+  const end = range.int("end", -(2 ** 31), 2 ** 31 - 1, true) as number;
+  if (start > end || start < 1 || end > 0xffff) throw violation(key, PORT_RANGE_MESSAGE);
+  return { start, end };
 }
 
 function parseJump(s: SimulatorState, body: Body): string {

@@ -1,8 +1,9 @@
 /**
  * Ports on bridges and routers, and the links between them. A router port
  * without portMac gets a random MAC, a PUT without portMac clears it (as
- * MidoNet does), and a router port's addresses get a Local /32 route each
- * when the port is created, never on a PUT.
+ * MidoNet does), and a router port's address (portAddress, the first
+ * portSubnet entry) gets one Local /32 route when the port is created, never
+ * on a PUT (see SimulatorState.addLocalRoute).
  */
 import { ACCEPTED_FIELDS } from "./accepted-fields.js";
 import { Body, badRequest, conflict, notFound, randomMac, validCidr } from "./body.js";
@@ -65,7 +66,7 @@ function devicePortRoutes(type: PortType): RouteDef[] {
     rec.deviceId = d.id;
     if (type === "Router" && rec.portMac === null) rec.portMac = randomMac();
     s.ports.set(rec.id, rec);
-    if (type === "Router") s.addLocalRoutes(rec);
+    if (type === "Router") s.addLocalRoute(rec);
     return created(`/ports/${rec.id}`);
   };
   const path = `${type === "Bridge" ? "bridges" : "routers"}/:id/ports`;

@@ -24,8 +24,18 @@ function getApplication(s: SimulatorState): Reply {
   });
 }
 
+/**
+ * LoginFilter.java answers a good login with the Token-v1 body and, through
+ * ResponseUtils.setCookie, the same token as a cookie: "sessionId=<key>;
+ * Expires=<expires>" (SET_COOKIE_SESSION_KEY and SET_COOKIE_EXPIRES in
+ * midonet-util/src/main/java/org/midonet/util/http/HttpSupport.java).
+ */
 function login(s: SimulatorState, { headers }: Ctx): Reply {
-  return ok(s.session.login(headers));
+  const token = s.session.login(headers);
+  return {
+    ...ok(token),
+    headers: { "Set-Cookie": `sessionId=${token.key}; Expires=${token.expires}` },
+  };
 }
 
 export const rootRoutes: RouteDef[] = [

@@ -16,6 +16,8 @@ export interface Reply {
   body?: unknown;
   /** A create's Location, relative to the API base. */
   location?: string;
+  /** Other headers the answer carries. */
+  headers?: Readonly<Record<string, string>>;
 }
 
 export type Handler = (s: SimulatorState, ctx: Ctx) => Reply;

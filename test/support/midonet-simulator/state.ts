@@ -233,23 +233,36 @@ export class SimulatorState {
     }
   }
 
-  /** A new router port's addresses get a Local /32 route each, through the port. */
-  addLocalRoutes(port: PortRec): void {
-    for (const cidr of port.portSubnet) {
-      const id = randomUUID();
-      this.routes.set(id, {
-        id,
-        routerId: port.deviceId,
-        type: "Local",
-        srcNetworkAddr: "0.0.0.0",
-        srcNetworkLength: 0,
-        dstNetworkAddr: cidr.split("/")[0] as string,
-        dstNetworkLength: 32,
-        nextHopPort: port.id,
-        nextHopGateway: null,
-        weight: 0,
-      });
-    }
+  /**
+   * The Local route RouterPortResource.createFilter creates with a new router
+   * port (midonet-cluster/src/main/scala/org/midonet/cluster/services/
+   * rest_api/resources/PortResource.scala): one, whatever the number of
+   * subnets, `new Route("0.0.0.0", 0, port.portAddress, 32, NextHop.Local,
+   * port.id, null, 0, null, false)`, i.e. from anywhere to the port's own
+   * address /32, next hop the port, no gateway, weight 0, not learned. (The
+   * older, Future-based PortResource.scala at commit 0171b54 passed gateway
+   * "255.255.255.255"; the transaction-based one at 90d21a1 passes null.) Its
+   * routerId is null in storage; RouteResource.scala's GET and the router's
+   * route list fill it in from the next hop port, so it is set here. The
+   * port's portAddress is what renderPort reports: the first portSubnet
+   * entry's address.
+   */
+  addLocalRoute(port: PortRec): void {
+    const portAddress = port.portSubnet[0]?.split("/")[0];
+    if (portAddress === undefined) return;
+    const id = randomUUID();
+    this.routes.set(id, {
+      id,
+      routerId: port.deviceId,
+      type: "Local",
+      srcNetworkAddr: "0.0.0.0",
+      srcNetworkLength: 0,
+      dstNetworkAddr: portAddress,
+      dstNetworkLength: 32,
+      nextHopPort: port.id,
+      nextHopGateway: null,
+      weight: 0,
+    });
   }
 }
 
