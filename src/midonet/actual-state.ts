@@ -35,7 +35,7 @@ import { isNameBasedUuid } from "./ids.js";
 import { deepEqual } from "./mapping/diff.js";
 import type { DesiredResource } from "./mapping/model.js";
 import { resourceKey } from "./mapping/model.js";
-import { ownedFields } from "./owned-fields.js";
+import { ownedFields, ROUTER_PORT_ADDRESS } from "./owned-fields.js";
 import type {
   Bridge,
   Chain,
@@ -402,7 +402,8 @@ function tableOwnership(
     const peer = lower(p.peerId) ?? lower(desiredLinks.get(id));
     if (peer === null) continue;
     linked.add(id);
-    const cidr = routerPorts.get(peer)?.portSubnet?.[0];
+    const rp = routerPorts.get(peer);
+    const cidr = rp?.portAddress ? `${rp.portAddress}/${rp.networkLength ?? 32}` : undefined;
     subnet ??= cidr === undefined ? undefined : parseCidr(cidr);
   }
   const gateway = subnet && formatIp(subnet);
@@ -510,18 +511,11 @@ export function compareHeld(
     case "Port": {
       if (want.type !== have.type) return { comparison: "replace", fields: ["type"] };
       const owned = ownedFields("Port", want);
-      fields = fieldsDiffer(
-        want,
-        have,
-        owned.filter((f) => f !== "portSubnet"),
-      );
+      const address: readonly string[] = ROUTER_PORT_ADDRESS;
+      fields = fieldsDiffer(want, have, owned);
       // MidoNet makes a port's Local /32 route when it creates the port, and a PUT
       // leaves routes alone (PortResource.scala): a new address needs a new port.
-      const w = wanted.body as RouterPort;
-      const h = held.body as RouterPort;
-      if (owned.includes("portSubnet") && !deepEqual(w.portSubnet ?? [], h.portSubnet ?? [])) {
-        return { comparison: "replace", fields: [...fields, "portSubnet"] };
-      }
+      if (fields.some((f) => address.includes(f))) return { comparison: "replace", fields };
       return fields.length ? { comparison: "update", fields } : same;
     }
     case "Route": {

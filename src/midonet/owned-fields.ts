@@ -13,7 +13,9 @@ import type { MidonetObject, UpdatableKind } from "./resources.js";
 
 const DEVICE_FIELDS = ["name", "tenantId", "inboundFilterId", "outboundFilterId"] as const;
 const PORT_FIELDS = ["inboundFilterId", "outboundFilterId"] as const;
-const ROUTER_PORT_FIELDS = [...PORT_FIELDS, "portSubnet", "portMac"] as const;
+/** A router port's address: a change of it needs a new port (actual-state.ts compareHeld). */
+export const ROUTER_PORT_ADDRESS = ["networkAddress", "networkLength", "portAddress"] as const;
+const ROUTER_PORT_FIELDS = [...PORT_FIELDS, ...ROUTER_PORT_ADDRESS, "portMac"] as const;
 
 /**
  * What the server renders but takes no value for, or takes one it should not
@@ -26,9 +28,6 @@ const READ_ONLY = new Set([
   "peerId",
   "hostId",
   "interfaceName",
-  "portAddress",
-  "networkAddress",
-  "networkLength",
   "active",
   "bgpStatus",
 ]);

@@ -179,20 +179,20 @@ export interface BridgePort extends PortBase {
 export interface RouterPort extends PortBase {
   type: "Router";
   /**
-   * The port's addresses in CIDR form, the address part being the port's own
-   * address ("10.1.0.1/24"). The server adds a Local /32 route for each when
-   * it creates the port, and leaves routes alone on a PUT.
+   * The network the port is on ("10.1.0.0" and 24) and the port's own address
+   * in it ("10.1.0.1"), all three required on create and on PUT (RouterPort.java:
+   * @NotNull). The server adds a Local /32 route to portAddress when it creates
+   * the port, and leaves routes alone on a PUT. (MidoNet keeps them as a
+   * `portSubnet` list internally; that field is not part of the JSON.)
    */
-  portSubnet?: string[];
+  networkAddress?: string | null;
+  networkLength?: number | null;
+  portAddress?: string | null;
   /**
    * Omitted on create: a random MAC. Omitted on PUT: CLEARED (a MidoNet bug),
    * so an update must always carry it.
    */
   portMac?: string | null;
-  /** read-only: address and prefix of portSubnet[0] */
-  portAddress?: string | null;
-  networkAddress?: string | null;
-  networkLength?: number | null;
 }
 
 export type Port = BridgePort | RouterPort;

@@ -47,7 +47,9 @@ const TOPOLOGY: MidonetObject[] = [
     body: {
       id: ROUTER_PORT,
       type: "Router",
-      portSubnet: ["10.1.0.1/24"],
+      networkAddress: "10.1.0.0",
+      networkLength: 24,
+      portAddress: "10.1.0.1",
       portMac: "ac:ca:ba:aa:bb:cc",
     },
   },
@@ -386,13 +388,16 @@ describe("MidoNet API client", () => {
     const port: RouterPort = {
       id: ROUTER_PORT,
       type: "Router",
-      portSubnet: ["10.1.0.1/24"],
+      networkAddress: "10.1.0.0",
+      networkLength: 24,
+      portAddress: "10.1.0.1",
       portMac: "ac:ca:ba:aa:bb:cc",
     };
     await c.ports.createOnRouter(ROUTER, port);
     await c.ports.update({ ...port, id: ROUTER_PORT });
     expect(((await c.ports.get(ROUTER_PORT)) as RouterPort).portMac).to.equal("ac:ca:ba:aa:bb:cc");
-    await c.ports.update({ id: ROUTER_PORT, type: "Router" });
+    const { portMac: _sent, ...withoutMac } = port;
+    await c.ports.update({ ...withoutMac, id: ROUTER_PORT });
     expect(((await c.ports.get(ROUTER_PORT)) as RouterPort).portMac).to.equal(null);
     const err = await rejection(c.ports.update({ id: MISSING, type: "Bridge" }));
     expect(err.status).to.equal(404);

@@ -474,7 +474,9 @@ describe("midonet reconciler (against the API simulator)", function () {
     expect(restarted.failures).to.deep.equal([]);
     expectTopology(sim.snapshot(), restarted.mapper.state);
     const port = sim.snapshot().ports.find((p) => p.id === routerPort);
-    expect(port?.type === "Router" && port.portSubnet).to.deep.equal(["10.1.9.1/24"]);
+    expect(
+      port?.type === "Router" && [port.networkAddress, port.networkLength, port.portAddress],
+    ).to.deep.equal(["10.1.9.0", 24, "10.1.9.1"]);
     expect(localRoutesThrough(routerPort)).to.deep.equal(["10.1.9.1/32"]);
   });
 
@@ -532,7 +534,9 @@ describe("midonet reconciler (against the API simulator)", function () {
     // Made without ids, as an operator does: MidoNet gives them random (version 4) ones.
     await h.client.ports.createOnRouter(router, {
       type: "Router",
-      portSubnet: ["172.16.0.2/30"],
+      networkAddress: "172.16.0.0",
+      networkLength: 30,
+      portAddress: "172.16.0.2",
       portMac: "02:00:00:00:00:01",
     } as never);
     const uplink = (await h.client.ports.listOnRouter(router)).find(

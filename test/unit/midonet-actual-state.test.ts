@@ -25,6 +25,16 @@ interface Row {
   fields: string[];
 }
 
+/** Router port A on R, on the /24 `prefix`.0 with the gateway `prefix`.1. */
+function routerPort(prefix: string, extra: object): MidonetObject {
+  const body = { id: A, type: "Router", networkAddress: `${prefix}.0`, networkLength: 24 };
+  return {
+    kind: "Port",
+    parentId: R,
+    body: { ...body, portAddress: `${prefix}.1`, ...extra },
+  } as MidonetObject;
+}
+
 const ROWS: Row[] = [
   {
     what: "a bridge as the API renders it (uri, adminStateUp, null filters)",
@@ -60,25 +70,17 @@ const ROWS: Row[] = [
   },
   {
     what: "a router port whose MAC was cleared by a PUT without it",
-    wanted: {
-      kind: "Port",
-      parentId: R,
-      body: { id: A, type: "Router", portSubnet: ["10.1.0.1/24"], portMac: "ac:ca:ba:00:00:01" },
-    },
-    held: {
-      kind: "Port",
-      parentId: R,
-      body: {
-        id: A,
-        type: "Router",
-        deviceId: R,
-        portSubnet: ["10.1.0.1/24"],
-        portMac: null,
-        portAddress: "10.1.0.1",
-      },
-    },
+    wanted: routerPort("10.1.0", { portMac: "ac:ca:ba:00:00:01" }),
+    held: routerPort("10.1.0", { deviceId: R, portMac: null }),
     comparison: "update",
     fields: ["portMac"],
+  },
+  {
+    what: "a router port at another address: a new port (MidoNet makes its Local route on create only)",
+    wanted: routerPort("10.1.9", { portMac: "ac:ca:ba:00:00:01" }),
+    held: routerPort("10.1.0", { deviceId: R, portMac: "ac:ca:ba:00:00:01" }),
+    comparison: "replace",
+    fields: ["networkAddress", "portAddress"],
   },
   {
     what: "a port on another device (a pod re-created on another node)",

@@ -99,6 +99,15 @@ describe("midonet controller", () => {
         message: /period must be shorter than --lease-renew-deadline/,
       },
       { argv: ["--midonet-api", API, "--log-level", "loud"], message: /unknown level/ },
+      // MidoNet's LoginFilter.java refuses credentials that do not split in two on ':'.
+      {
+        argv: ["--midonet-api", API, "--midonet-user", "admin"],
+        message: /non-empty --midonet-password/,
+      },
+      {
+        argv: ["--midonet-api", API, "--midonet-user", "ad:min", "--midonet-password", "x"],
+        message: /':'/,
+      },
       { argv: ["--midonet-api", API, "--resync"], message: /Unknown option/ },
     ];
     for (const r of refused) {

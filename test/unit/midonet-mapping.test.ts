@@ -222,7 +222,9 @@ describe("midonet/mapping", () => {
       expect(r.body).to.deep.equal({
         id: N.routerPort,
         type: "Router",
-        portSubnet: ["10.1.0.1/24"],
+        networkAddress: "10.1.0.0",
+        networkLength: 24,
+        portAddress: "10.1.0.1",
         portMac: macForKey("node1"),
       });
     });
@@ -358,7 +360,7 @@ describe("midonet/mapping", () => {
         },
       });
       const n = mapNode(dual, config);
-      expect(one(n, N.routerPort).body).to.deep.include({ portSubnet: ["10.1.0.1/24"] });
+      expect(one(n, N.routerPort).body).to.deep.include({ portAddress: "10.1.0.1" });
       expect(n.warnings.map((w) => w.code)).to.deep.equal([
         "ipv6-not-mappable",
         "ipv6-not-mappable",

@@ -6,6 +6,7 @@
  */
 import http from "node:http";
 import { expect } from "chai";
+import { cidrNetwork, formatIp, type ParsedCidr, parseCidr } from "../../src/net/ip.js";
 import { formatTokenExpiry } from "../support/midonet-simulator/session.js";
 import { type MidonetSimulator, startMidonetSimulator } from "../support/midonet-simulator.js";
 
@@ -32,6 +33,13 @@ interface RequestOptions {
   token?: string | null;
   headers?: Record<string, string>;
   signal?: AbortSignal;
+}
+
+/** A router port's address fields (RouterPort.java) from "address/length". */
+function routerPortAddress(cidr: string) {
+  const [address = "", length = "32"] = cidr.split("/");
+  const network = cidrNetwork(parseCidr(cidr) as ParsedCidr);
+  return { networkAddress: formatIp(network), networkLength: Number(length), portAddress: address };
 }
 
 describe("MidoNet API simulator", () => {
@@ -93,10 +101,10 @@ describe("MidoNet API simulator", () => {
   const chain = (name = "c") => create("/chains", mt("Chain", 1), { name });
   const bridgePort = (bridgeId: string, body: object = {}) =>
     create(`/bridges/${bridgeId}/ports`, mt("Port", 3), { type: "Bridge", ...body });
-  const routerPort = (routerId: string, subnet = "10.1.0.1/24", body: object = {}) =>
+  const routerPort = (routerId: string, address = "10.1.0.1/24", body: object = {}) =>
     create(`/routers/${routerId}/ports`, mt("Port", 3), {
       type: "Router",
-      portSubnet: [subnet],
+      ...routerPortAddress(address),
       ...body,
     });
   const rule = (chainId: string, body: object) =>
@@ -480,7 +488,7 @@ describe("MidoNet API simulator", () => {
         networkAddress: "10.1.0.0",
         networkLength: 24,
       });
-      expect(port.portSubnet).to.deep.equal(["10.1.0.1/24"]);
+      expect(port, "RouterPort.java: portSubnet is @JsonIgnore").not.to.have.property("portSubnet");
       expect(port.portMac).to.match(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/);
       const routes = await getJson<Record<string, unknown>[]>(`/routers/${r}/routes`);
       expect(routes).to.have.length(1);
@@ -493,16 +501,21 @@ describe("MidoNet API simulator", () => {
       });
     });
 
-    it("keeps a given portMac, and a PUT without portMac or portSubnet clears them", async () => {
+    it("keeps a given portMac, and a PUT without portMac clears it; a PUT without the addresses is refused", async () => {
       const r = await router();
       const p = await routerPort(r, "10.1.0.1/24", { portMac: "AC:CA:BA:01:02:03" });
       expect((await getJson<{ portMac: string }>(`/ports/${p}`)).portMac).to.equal(
         "ac:ca:ba:01:02:03",
       );
-      expect((await put(`/ports/${p}`, mt("Port", 3), { type: "Router" })).status).to.equal(204);
-      const after = await getJson<{ portMac: string | null; portSubnet: string[] }>(`/ports/${p}`);
-      expect(after.portMac).to.equal(null);
-      expect(after.portSubnet).to.deep.equal([]);
+      const bare = await put(`/ports/${p}`, mt("Port", 3), { type: "Router" });
+      expectError(bare, 400, /Validation error/);
+      expect((bare.body as { violations: unknown }).violations).to.deep.equal([
+        { property: "networkAddress", message: "may not be null" },
+        { property: "portAddress", message: "may not be null" },
+      ]);
+      const body = { type: "Router", ...routerPortAddress("10.1.0.1/24") };
+      expect((await put(`/ports/${p}`, mt("Port", 3), body)).status).to.equal(204);
+      expect((await getJson<{ portMac: string | null }>(`/ports/${p}`)).portMac).to.equal(null);
     });
 
     it("a PUT with a new address leaves the routes alone: the old Local route stays, the new address gets none (PortResource.scala)", async () => {
@@ -510,12 +523,10 @@ describe("MidoNet API simulator", () => {
       const p = await routerPort(r, "10.1.0.1/24");
       const res = await put(`/ports/${p}`, mt("Port", 3), {
         type: "Router",
-        portSubnet: ["10.2.0.1/24"],
+        ...routerPortAddress("10.2.0.1/24"),
       });
       expect(res.status).to.equal(204);
-      expect((await getJson<{ portSubnet: string[] }>(`/ports/${p}`)).portSubnet).to.deep.equal([
-        "10.2.0.1/24",
-      ]);
+      expect(await getJson(`/ports/${p}`)).to.deep.include(routerPortAddress("10.2.0.1/24"));
       const routes = await getJson<{ dstNetworkAddr: string }[]>(`/routers/${r}/routes`);
       expect(routes.map((x) => x.dstNetworkAddr)).to.deep.equal(["10.1.0.1"]);
     });
@@ -536,25 +547,26 @@ describe("MidoNet API simulator", () => {
       });
     });
 
-    it("validates ports: wrong type for the device, a router port without address, a bad CIDR", async () => {
+    it("validates ports as RouterPort.java does: wrong type for the device, no address, a bad address or length; portSubnet ignored", async () => {
       const b = await bridge();
       const r = await router();
       expectError(await post(`/bridges/${b}/ports`, mt("Port", 3), { type: "Router" }), 400);
-      expectError(await post(`/routers/${r}/ports`, mt("Port", 3), { type: "Router" }), 400);
-      expectError(
-        await post(`/routers/${r}/ports`, mt("Port", 3), {
-          type: "Router",
-          portSubnet: "10.0.0.1/24",
-        }),
-        400,
-      );
-      expectError(
-        await post(`/routers/${r}/ports`, mt("Port", 3), {
-          type: "Router",
-          portSubnet: ["10.0.0.1/33"],
-        }),
-        400,
-      );
+      const violations = async (body: object) => {
+        const res = await post(`/routers/${r}/ports`, mt("Port", 3), { type: "Router", ...body });
+        expectError(res, 400, /Validation error/);
+        return (res.body as { violations: unknown }).violations;
+      };
+      // The field the original Go client sent: not bound by the JSON, so no address at all.
+      expect(await violations({ portSubnet: ["10.0.0.1/24"] })).to.deep.equal([
+        { property: "networkAddress", message: "may not be null" },
+        { property: "portAddress", message: "may not be null" },
+      ]);
+      expect(
+        await violations({ ...routerPortAddress("10.0.0.1/24"), portAddress: "10.0.0.300" }),
+      ).to.deep.equal([{ property: "portAddress", message: "is an invalid IP format" }]);
+      expect(
+        await violations({ ...routerPortAddress("10.0.0.1/24"), networkLength: 33 }),
+      ).to.deep.equal([{ property: "networkLength", message: "must be less than or equal to 32" }]);
       expectError(await post(`/bridges/${MISSING}/ports`, mt("Port", 3), { type: "Bridge" }), 404);
     });
 
@@ -1202,7 +1214,7 @@ describe("MidoNet API simulator", () => {
 
     it("a new router port gets one Local route, to its portAddress only, with RouterPortResource's fields (PortResource.scala)", async () => {
       const r = await router();
-      const p = await routerPort(r, "10.1.0.1/24", { portSubnet: ["10.1.0.1/24", "10.3.0.1/24"] });
+      const p = await routerPort(r, "10.1.0.1/24", { portSubnet: ["10.3.0.1/24"] });
       expect((await getJson<{ portAddress: string }>(`/ports/${p}`)).portAddress).to.equal(
         "10.1.0.1",
       );

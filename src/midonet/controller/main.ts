@@ -124,13 +124,22 @@ export function controllerOptionsFromFlags(
     throw new UsageError("--lease-renew-period must be shorter than --lease-renew-deadline");
   }
   const identity = text(f, "identity") ?? (env.POD_NAME || `${hostname()}_${process.pid}`);
+  const user = text(f, "midonet-user");
+  const password = text(f, "midonet-password");
+  // MidoNet's login splits "user:password" on every ':' and wants exactly two parts
+  // (LoginFilter.java): these could never log in, so say so now rather than at each 401.
+  if (user !== undefined && (!password || user.includes(":") || password.includes(":"))) {
+    throw new UsageError(
+      "--midonet-user needs a non-empty --midonet-password, and neither may hold a ':' that MidoNet's login would split on",
+    );
+  }
   return {
     kubeconfig: text(f, "kubeconfig") ?? "",
     logLevel,
     midonet: {
       baseUrl: api,
-      user: text(f, "midonet-user"),
-      password: text(f, "midonet-password"),
+      user,
+      password,
       project: text(f, "midonet-project"),
       timeoutMs: seconds(f, "midonet-timeout"),
     },

@@ -5,7 +5,7 @@
  *
  *   Bridge       base                            {name, tenantId, inboundFilterId: KUBE-MAIN}
  *   Port         SubID(base, "Bridge Port")      bridge side of the link to the router
- *   Port         SubID(base, "Router Port")      on the cluster router {portSubnet gateway/prefix, portMac MACForKey(node)}
+ *   Port         SubID(base, "Router Port")      on the cluster router {networkAddress/Length pod CIDR, portAddress gateway, portMac MACForKey(node)}
  *   Route        SubID(base, "Route")            podCIDR via the router port
  *   PortLink     bridge port ↔ router port
  *   Chain        SubID(base, "Node Port Chain")  KUBE-NODE-<node>
@@ -224,7 +224,9 @@ function addRouterLink({ name, c, ids, b }: NodeMapping, v4: PodSubnet): void {
       body: {
         id: ids.routerPort,
         type: "Router",
-        portSubnet: [`${v4.gateway}/${v4.prefix}`],
+        networkAddress: v4.network,
+        networkLength: v4.prefix,
+        portAddress: v4.gateway,
         // Always sent: MidoNet picks a random MAC when it is missing on create
         // and clears it when missing on PUT.
         portMac: macForKey(name),

@@ -51,7 +51,8 @@ export const ACCEPTED_FIELDS = {
   Router: [...DEVICE, ...Object.keys(ROUTER_OPERATOR_FIELDS)],
   Bridge: [...DEVICE, ...Object.keys(BRIDGE_OPERATOR_FIELDS)],
   BridgePort: PORT,
-  RouterPort: [...PORT, "portSubnet", "portMac"],
+  // RouterPort.java binds these; its portSubnet is @JsonIgnore (ignored if sent, never rendered).
+  RouterPort: [...PORT, "networkAddress", "networkLength", "portAddress", "portMac"],
   PortLink: ["peerId"],
   Route: ["id", "type", ...ROUTE_MATCH, "nextHopPort", "nextHopGateway", "weight"],
   Chain: ["id", "tenantId", "name"],

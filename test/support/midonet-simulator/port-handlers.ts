@@ -1,12 +1,13 @@
 /**
  * Ports on bridges and routers, and the links between them. A router port
  * without portMac gets a random MAC, a PUT without portMac clears it (as
- * MidoNet does), and a router port's address (portAddress, the first
- * portSubnet entry) gets one Local /32 route when the port is created, never
- * on a PUT (see SimulatorState.addLocalRoute).
+ * MidoNet does), and a router port's address (portAddress) gets one Local
+ * /32 route when the port is created, never on a PUT (see
+ * SimulatorState.addLocalRoute).
  */
+import { isIPv4 } from "node:net";
 import { ACCEPTED_FIELDS } from "./accepted-fields.js";
-import { Body, badRequest, conflict, notFound, randomMac, validCidr } from "./body.js";
+import { ApiError, Body, badRequest, conflict, notFound, randomMac } from "./body.js";
 import { MT } from "./media-types.js";
 import { PORT_OPERATOR_FIELDS, parseOperatorFields } from "./operator-fields.js";
 import { type Ctx, created, noContent, ok, type Reply, type RouteDef } from "./route-table.js";
@@ -27,24 +28,51 @@ function parsePort(s: SimulatorState, raw: unknown, type: PortType, existing?: P
     peerId: existing?.peerId ?? null,
     hostId: existing?.hostId ?? null,
     interfaceName: existing?.interfaceName ?? null,
-    // A PUT's body replaces the address too: one without portSubnet clears it.
-    portSubnet: [],
+    portSubnet: null,
+    portAddress: null,
     portMac: type === "Router" ? body.mac("portMac") : null,
     operator: parseOperatorFields(s, body, PORT_OPERATOR_FIELDS),
   };
   s.requireChain(rec.inboundFilterId, "inboundFilterId");
   s.requireChain(rec.outboundFilterId, "outboundFilterId");
-  if (type === "Router" && body.has("portSubnet")) {
-    const subnets = body.raw("portSubnet");
-    if (!Array.isArray(subnets) || !subnets.every(validCidr)) {
-      throw badRequest('RouterPort.portSubnet: must be a list of CIDRs such as "10.0.0.1/24"');
-    }
-    rec.portSubnet = subnets as string[];
-  }
-  if (type === "Router" && existing === undefined && rec.portSubnet.length === 0) {
-    throw badRequest("RouterPort.portSubnet: a router port needs an address");
-  }
+  if (type === "Router") Object.assign(rec, routerPortAddress(body));
   return { rec, body };
+}
+
+const IP_FORMAT = "is an invalid IP format";
+
+/**
+ * A router port's address as RouterPort.java takes it
+ * (midonet-cluster/src/main/java/org/midonet/cluster/rest_api/models/RouterPort.java):
+ * networkAddress and portAddress are @NotNull and @Pattern(IPv4.regex, "is an
+ * invalid IP format"), networkLength an int with @Min(0) @Max(32) (absent: 0).
+ * portSubnet is @JsonIgnore: a body's portSubnet is ignored, as any field the
+ * JSON does not bind, and never rendered; beforeToProto stores
+ * networkAddress/networkLength as the port's subnet. The validator checks a
+ * PUT's body as a POST's, so both need the addresses, and lists every
+ * violation at once.
+ */
+function routerPortAddress(body: Body): { portSubnet: string; portAddress: string } {
+  const violations: { property: string; message: string }[] = [];
+  const address = (key: string): string => {
+    const v = body.has(key) ? body.raw(key) : null;
+    if (v === null) violations.push({ property: key, message: "may not be null" });
+    else if (typeof v !== "string")
+      body.str(key); // Jackson's own 400: not a string at all
+    else if (!isIPv4(v)) violations.push({ property: key, message: IP_FORMAT });
+    return typeof v === "string" ? v : "";
+  };
+  const networkAddress = address("networkAddress");
+  const portAddress = address("portAddress");
+  const length = body.has("networkLength")
+    ? (body.int("networkLength", -(2 ** 31), 2 ** 31 - 1) as number)
+    : 0;
+  if (length < 0)
+    violations.push({ property: "networkLength", message: "must be greater than or equal to 0" });
+  if (length > 32)
+    violations.push({ property: "networkLength", message: "must be less than or equal to 32" });
+  if (violations.length > 0) throw new ApiError(400, "Validation error(s) found", violations);
+  return { portSubnet: `${networkAddress}/${length}`, portAddress };
 }
 
 /** GET and POST on /bridges/{id}/ports or /routers/{id}/ports. */

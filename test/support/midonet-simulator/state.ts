@@ -51,7 +51,10 @@ export interface PortRec {
   peerId: string | null;
   hostId: string | null;
   interfaceName: string | null;
-  portSubnet: string[];
+  /** Router ports: networkAddress/networkLength as sent, what MidoNet stores as port_subnet. */
+  portSubnet: string | null;
+  /** Router ports: the port's own address, stored apart from its subnet. */
+  portAddress: string | null;
   portMac: string | null;
   /** What an operator may set and a PUT replaces (operator-fields.ts). */
   operator: OperatorValues;
@@ -243,13 +246,11 @@ export class SimulatorState {
    * older, Future-based PortResource.scala at commit 0171b54 passed gateway
    * "255.255.255.255"; the transaction-based one at 90d21a1 passes null.) Its
    * routerId is null in storage; RouteResource.scala's GET and the router's
-   * route list fill it in from the next hop port, so it is set here. The
-   * port's portAddress is what renderPort reports: the first portSubnet
-   * entry's address.
+   * route list fill it in from the next hop port, so it is set here.
    */
   addLocalRoute(port: PortRec): void {
-    const portAddress = port.portSubnet[0]?.split("/")[0];
-    if (portAddress === undefined) return;
+    const portAddress = port.portAddress;
+    if (portAddress === null) return;
     const id = randomUUID();
     this.routes.set(id, {
       id,
@@ -299,15 +300,15 @@ export function renderPort(r: PortRec): Port {
     interfaceName: r.interfaceName,
   };
   if (r.type === "Bridge") return { ...common, type: "Bridge", vlanId: null };
-  const first = r.portSubnet[0]?.split("/");
+  // RouterPort.java's afterFromProto: networkAddress/networkLength from the stored subnet.
+  const [networkAddress, networkLength] = r.portSubnet?.split("/") ?? [null, null];
   return {
     ...common,
     type: "Router",
-    portSubnet: [...r.portSubnet],
     portMac: r.portMac,
-    portAddress: first?.[0] ?? null,
-    networkAddress: first ? networkOf(first[0] as string, Number(first[1])) : null,
-    networkLength: first ? Number(first[1]) : null,
+    portAddress: r.portAddress,
+    networkAddress: networkAddress ?? null,
+    networkLength: networkLength == null ? null : Number(networkLength),
   };
 }
 
@@ -338,11 +339,4 @@ export function renderMac(e: MacRec): MacPort {
 
 export function renderArp(e: ArpRec): IP4Mac {
   return { ip: e.ip, mac: e.mac };
-}
-
-function networkOf(address: string, length: number): string {
-  const n = address.split(".").reduce((acc, o) => acc * 256 + Number(o), 0);
-  const mask = length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
-  const net = (n & mask) >>> 0;
-  return [24, 16, 8, 0].map((s) => (net >>> s) & 0xff).join(".");
 }
