@@ -28,6 +28,7 @@ import {
   type MemberBucket,
   type MemberCache,
   memberPods,
+  podPortsKey,
   podRule,
   type RuleState,
 } from "./rules.js";
@@ -63,7 +64,15 @@ export class PolicyModel {
   private readonly namespaces = new Map<string, Record<string, string>>();
   private readonly policies = new Map<string, PolicyState>();
   private readonly policiesByNamespace = new Map<string, Set<string>>();
-  private readonly sortedPolicyKeys = new Map<string, { version: number; keys: string[] }>();
+  /**
+   * Per namespace with policies, at its policy version: the policy keys in
+   * order (every pod of it asks), and one PodPolicy per selection (the policies
+   * a pod is selected by, and its named ports): pods selected alike share it.
+   */
+  private readonly namespacePolicies = new Map<
+    string,
+    { version: number; keys: string[]; bySelection: Map<string, PodPolicy> }
+  >();
   private readonly rules = new Map<string, RuleState>();
   /**
    * Peers are worked out when asked for, not on every event: with 150,000
@@ -85,8 +94,13 @@ export class PolicyModel {
   private touchedBase = 0;
   /** Bumped whenever a rule's members change: see MemberCache.generation. */
   private generations = 0;
-  /** Bumped by every policy event: what podPolicy kept is worked out again. */
+  /** Bumped by every policy event; the stamp of each namespace's last one. */
   private policiesVersion = 0;
+  /**
+   * Each namespace's policy version (absent: none yet): what podPolicy kept for
+   * a pod of it is worked out again after a policy event there, not elsewhere.
+   */
+  private readonly namespacePolicyVersions = new Map<string, number>();
   private readonly podPolicies = new WeakMap<PolicyPod, { version: number; policy: PodPolicy }>();
   private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
   private readonly targetCache = new Map<
@@ -148,7 +162,6 @@ export class PolicyModel {
    */
   upsertPolicy(policy: NetworkPolicy): PolicyProblem | undefined {
     const key = podKey(policy.namespace, policy.name);
-    this.policiesVersion++;
     this.deletePolicy(policy.namespace, policy.name);
     const problem = policyProblem(policy);
     // An empty list reads as an absent one, as the API server's defaulting has it.
@@ -169,6 +182,7 @@ export class PolicyModel {
     const inNs = this.policiesByNamespace.get(policy.namespace) ?? new Set<string>();
     this.policiesByNamespace.set(policy.namespace, inNs);
     inNs.add(key);
+    this.policyEvent(policy.namespace);
     return problem ? { policy: key, reason: problem } : undefined;
   }
 
@@ -176,14 +190,19 @@ export class PolicyModel {
     const key = podKey(namespace, name);
     const state = this.policies.get(key);
     if (!state) return;
-    this.policiesVersion++;
     for (const r of [...(state.ingress ?? []), ...(state.egress ?? [])]) {
       this.rules.delete(r.id);
       this.rangeCache.delete(r.id);
       this.targetCache.delete(r.id);
     }
     this.policies.delete(key);
-    this.policiesByNamespace.get(namespace)?.delete(key);
+    const inNs = this.policiesByNamespace.get(namespace);
+    inNs?.delete(key);
+    // Version 0 is "no policy" again: what pods cached then is right again, and nothing is kept.
+    if (inNs?.size === 0) {
+      this.policiesByNamespace.delete(namespace);
+      this.namespacePolicyVersions.delete(namespace);
+    } else this.policyEvent(namespace);
   }
 
   // --- questions ---
@@ -208,40 +227,54 @@ export class PolicyModel {
    * changes: a sync asks it of every pod of the node.
    */
   podPolicy(pod: PolicyPod): PodPolicy {
+    const version = this.namespacePolicyVersions.get(pod.namespace) ?? 0;
     const cached = this.podPolicies.get(pod);
-    if (cached?.version === this.policiesVersion) return cached.policy;
+    if (cached?.version === version) return cached.policy;
     const policy = this.workOutPodPolicy(pod);
-    this.podPolicies.set(pod, { version: this.policiesVersion, policy });
+    this.podPolicies.set(pod, { version, policy });
     return policy;
   }
 
-  /** A namespace's policy keys in order, kept until a policy changes: every pod of it asks. */
-  private policyKeysOf(namespace: string): readonly string[] {
-    const cached = this.sortedPolicyKeys.get(namespace);
-    if (cached?.version === this.policiesVersion) return cached.keys;
+  private policyEvent(namespace: string): void {
+    this.namespacePolicyVersions.set(namespace, ++this.policiesVersion);
+  }
+
+  /** A namespace's policies as namespacePolicies keeps them, made again after a policy event. */
+  private namespacePoliciesOf(namespace: string) {
+    const version = this.namespacePolicyVersions.get(namespace) ?? 0;
+    const cached = this.namespacePolicies.get(namespace);
+    if (cached?.version === version) return cached;
     const keys = [...(this.policiesByNamespace.get(namespace) ?? [])].sort();
+    const fresh = { version, keys, bySelection: new Map<string, PodPolicy>() };
     // Only namespaces with policies are kept: one a CI run made and deleted leaves nothing.
-    if (keys.length > 0)
-      this.sortedPolicyKeys.set(namespace, { version: this.policiesVersion, keys });
-    else this.sortedPolicyKeys.delete(namespace);
-    return keys;
+    if (keys.length > 0) this.namespacePolicies.set(namespace, fresh);
+    else this.namespacePolicies.delete(namespace);
+    return fresh;
   }
 
   private workOutPodPolicy(pod: PolicyPod): PodPolicy {
     if (pod.hostNetwork) return {};
+    const ns = this.namespacePoliciesOf(pod.namespace);
+    const selected = ns.keys.filter((key) =>
+      selectorMatches((this.policies.get(key) as PolicyState).policy.podSelector, pod.labels),
+    );
+    const portsKey = podPortsKey(pod);
+    const selection = `${selected.join("\n")}\n${portsKey}`;
+    const known = ns.bySelection.get(selection);
+    if (known) return known;
     const out: PodPolicy = {};
-    for (const key of this.policyKeysOf(pod.namespace)) {
+    for (const key of selected) {
       const state = this.policies.get(key) as PolicyState;
-      if (!selectorMatches(state.policy.podSelector, pod.labels)) continue;
       if (state.ingress) {
         out.ingress ??= [];
-        for (const r of state.ingress) out.ingress.push(podRule(r, "ingress", pod));
+        for (const r of state.ingress) out.ingress.push(podRule(r, "ingress", pod, portsKey));
       }
       if (state.egress) {
         out.egress ??= [];
-        for (const r of state.egress) out.egress.push(podRule(r, "egress", pod));
+        for (const r of state.egress) out.egress.push(podRule(r, "egress", pod, portsKey));
       }
     }
+    ns.bySelection.set(selection, out);
     return out;
   }
 

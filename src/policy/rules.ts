@@ -29,6 +29,8 @@ export interface RuleState {
   shared?: PodRule;
   /** Otherwise, the rule by how the pod's port names resolved (ports as text). */
   perPodRules?: Map<string, PodRule>;
+  /** And by the pod's named ports (podPortsKey): pods declaring the same ports ask once. */
+  byPodPorts?: Map<string, PodRule>;
 }
 
 /** A rule's pod peers of one namespace; replaced, never changed, when they change. */
@@ -59,11 +61,24 @@ export function memberPods(m: MemberCache): PolicyPod[] {
  * with named ports): what is derived from a PodRule (its chains' text) is
  * kept by it, so a new pod under a known policy derives nothing again.
  */
-export function podRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {
+export function podRule(
+  rule: RuleState,
+  direction: Direction,
+  pod: PolicyPod,
+  portsKey: string,
+): PodRule {
   if (rule.shared) return rule.shared;
+  const known = rule.byPodPorts?.get(portsKey);
+  if (known) return known;
   const out = workOutPodRule(rule, direction, pod);
   if (!out.perPod) rule.shared = out;
+  else (rule.byPodPorts ??= new Map()).set(portsKey, out);
   return out;
+}
+
+/** What a pod's named ports are, as text: the key podRule's answers are kept by. */
+export function podPortsKey(pod: PolicyPod): string {
+  return pod.namedPorts.map((p) => `${p.name}/${p.protocol}/${p.port}`).join(",");
 }
 
 function workOutPodRule(rule: RuleState, direction: Direction, pod: PolicyPod): PodRule {

@@ -96,7 +96,7 @@ function namedPortChainId(config: ResolvedConfig, shareKey: string): string {
 }
 
 /** Whether a rule needs chains of its own: peers to match, or named egress ports. */
-function needsShare(rule: PodRule, direction: Direction): boolean {
+export function needsShare(rule: PodRule, direction: Direction): boolean {
   return !rule.anyPeer || (direction === "egress" && rule.portNames.length > 0);
 }
 
@@ -141,60 +141,87 @@ interface FilterLine {
   needs: string[];
 }
 
-/** A filter's lines for an isolated direction: each rule's ports, then its named ports. */
+/** One rule's lines in a filter: its ports, then its named ports; `share` when it needs one. */
+function ruleLines(
+  c: ResolvedConfig,
+  rule: PodRule,
+  direction: Direction,
+  share: string | undefined,
+): FilterLine[] {
+  const lines: FilterLine[] = [];
+  const peers = !rule.anyPeer && share !== undefined ? peerChainId(c, share) : undefined;
+  const ports: Array<NumericPort | undefined> = rule.ports === "any" ? [undefined] : rule.ports;
+  for (const port of ports) {
+    const match = portConditions(port);
+    const label = `${portLabel(port)} ${peers ?? "any peer"}`;
+    lines.push(
+      peers
+        ? {
+            label: `Jump ${label}`,
+            body: { type: "jump", jumpChainId: peers, ...match },
+            needs: [peers],
+          }
+        : { label: `Accept ${label}`, body: { type: "accept", ...match }, needs: [] },
+    );
+  }
+  if (share !== undefined && direction === "egress" && rule.portNames.length > 0) {
+    const named = namedPortChainId(c, share);
+    lines.push({
+      label: `Jump named ${named}`,
+      body: { type: "jump", jumpChainId: named },
+      needs: [named],
+    });
+  }
+  return lines;
+}
+
+/** The labels of one rule's lines (ruleLines): what a filter's content is made of. */
+export function ruleLabels(
+  c: ResolvedConfig,
+  rule: PodRule,
+  direction: Direction,
+  share: string | undefined,
+): string[] {
+  return ruleLines(c, rule, direction, share).map((l) => l.label);
+}
+
+/** A filter's lines for an isolated direction, each rule's in turn; a line two rules share is one. */
 function filterLines(
   c: ResolvedConfig,
   rules: readonly PodRule[],
   direction: Direction,
   shareOf: (rule: PodRule) => string,
 ): FilterLine[] {
-  const lines: FilterLine[] = [];
-  for (const rule of rules) {
-    const share = needsShare(rule, direction) ? shareOf(rule) : undefined;
-    const peers = !rule.anyPeer && share !== undefined ? peerChainId(c, share) : undefined;
-    const ports: Array<NumericPort | undefined> = rule.ports === "any" ? [undefined] : rule.ports;
-    for (const port of ports) {
-      const match = portConditions(port);
-      const label = `${portLabel(port)} ${peers ?? "any peer"}`;
-      lines.push(
-        peers
-          ? {
-              label: `Jump ${label}`,
-              body: { type: "jump", jumpChainId: peers, ...match },
-              needs: [peers],
-            }
-          : { label: `Accept ${label}`, body: { type: "accept", ...match }, needs: [] },
-      );
-    }
-    if (share !== undefined && direction === "egress" && rule.portNames.length > 0) {
-      const named = namedPortChainId(c, share);
-      lines.push({
-        label: `Jump named ${named}`,
-        body: { type: "jump", jumpChainId: named },
-        needs: [named],
-      });
-    }
-  }
-  // Lines that are the same (two rules with the same ports and peers) are one.
   const seen = new Set<string>();
-  return lines.filter((l) => !seen.has(l.label) && seen.add(l.label));
+  return rules
+    .flatMap((rule) =>
+      ruleLines(c, rule, direction, needsShare(rule, direction) ? shareOf(rule) : undefined),
+    )
+    .filter((l) => !seen.has(l.label) && seen.add(l.label));
 }
 
 /**
  * What a pod's filter in one direction holds: RETURN_ONLY when no policy
- * isolates it there (`rules` undefined), else the direction and its lines. Pods
- * with the same content share the filter `filterKeyOf(content)` names.
+ * isolates it there (`rules` undefined), else the direction and its lines'
+ * labels (`labelsOf` a rule: ruleLabels, which a caller may keep per rule), a
+ * label two rules share once. Pods with the same content share the filter
+ * `filterKeyOf(content)` names.
  */
 export function filterContent(
-  c: ResolvedConfig,
   rules: readonly PodRule[] | undefined,
   direction: Direction,
-  shareOf: (rule: PodRule) => string,
+  labelsOf: (rule: PodRule) => readonly string[],
 ): string {
   if (rules === undefined) return RETURN_ONLY;
-  return `${direction}|${filterLines(c, rules, direction, shareOf)
-    .map((l) => l.label)
-    .join("\n")}`;
+  const seen = new Set<string>();
+  const labels: string[] = [];
+  for (const rule of rules)
+    for (const label of labelsOf(rule))
+      if (!seen.has(label)) {
+        seen.add(label);
+        labels.push(label);
+      }
+  return `${direction}|${labels.join("\n")}`;
 }
 
 /** A filter's key: its direction and a digest of its content (thousands of pods hold one). */

@@ -42,7 +42,9 @@ import {
   filterKeyOf,
   mapFilter,
   mapShare,
+  needsShare,
   type PortFilters,
+  ruleLabels,
   shareKey,
   shareOwner,
 } from "./network-policy.js";
@@ -58,11 +60,11 @@ interface Share {
   targets: ReadonlyArray<readonly NamedTarget[]> | undefined;
 }
 
-/** What one pod uses: rule ids, share keys, and its filter keys (ingress, egress) when isolated. */
-interface PodUses {
+/** A filter in use: how many pods use it, and the rules and shares it jumps to (counted once each). */
+interface FilterUse {
+  pods: number;
   rules: string[];
   shares: string[];
-  filters: [string, string] | undefined;
 }
 
 /** An event's mapping changes, and the pods whose port filters it changed. */
@@ -80,19 +82,41 @@ export class PolicyMapper {
   private readonly podsByNamespace = new Map<string, Set<string>>();
   /** Pods with no port (no node yet, or finished): peers, but nothing to filter. */
   private readonly portless = new Set<string>();
-  private readonly uses = new Map<string, PodUses>();
+  /** Each isolated pod's filter keys (ingress, egress). */
+  private readonly podFilters = new Map<string, [string, string]>();
+  /** Rules and shares are counted by the filters that use them, filters by their pods. */
   private readonly ruleUsers = new Map<string, number>();
   private readonly ruleShare = new Map<string, string>();
   private readonly shares = new Map<string, Share>();
-  private readonly filterUsers = new Map<string, number>();
+  private readonly filterUses = new Map<string, FilterUse>();
+  /** What lost a user since the last dropUnused: the only candidates it looks at. */
+  private readonly unusedRules = new Set<string>();
+  private readonly unusedShares = new Set<string>();
+  private readonly unusedFilters = new Set<string>();
+  /** A filter key per rule list the model handed out (pods selected alike share one list). */
+  private readonly listFilterKeys = {
+    ingress: new WeakMap<readonly PodRule[], string>(),
+    egress: new WeakMap<readonly PodRule[], string>(),
+  };
   /** The filters' keys by content and back, while some pod uses them. */
   private readonly filterKeys = new Map<string, string>();
   private readonly filterContents = new Map<string, string>();
-  /** Each rule's share key, kept while its policy object is the same: one string for all its pods. */
-  private readonly shareKeys = new Map<
-    string,
-    { policy: NetworkPolicy | undefined; key: string }
-  >();
+  /**
+   * Each rule object's line labels in a filter (ruleLabels), with the share they
+   * were made for: the model hands one rule object to every pod it resolves
+   * alike, so a filter's content is a join of these, not the chain ids digested
+   * again for each pod.
+   */
+  private readonly labels = {
+    ingress: new WeakMap<PodRule, { share: string | undefined; labels: readonly string[] }>(),
+    egress: new WeakMap<PodRule, { share: string | undefined; labels: readonly string[] }>(),
+  };
+  /**
+   * Each rule object's share key: one string for all its pods. A rule object
+   * lives as long as its policy as it is (the model makes new ones when the
+   * policy changes), so the key is never stale.
+   */
+  private readonly shareKeys = new WeakMap<PodRule, string>();
 
   /** `model`: one the caller fills itself (then only `mapPods` and `filtersOf` apply). */
   constructor(
@@ -103,7 +127,7 @@ export class PolicyMapper {
 
   /** The filters the pod's port carries now: none while no policy isolates it. */
   filtersOf(namespace: string, name: string): PortFilters {
-    const filters = this.uses.get(key(namespace, name))?.filters;
+    const filters = this.podFilters.get(key(namespace, name));
     if (!filters) return {};
     return {
       inboundFilterId: filterChainId(this.config, filters[1]),
@@ -265,49 +289,84 @@ export class PolicyMapper {
       : undefined;
   }
 
-  /** One pod's filters: the rules, shares and filters it uses counted in or out, new ones mapped. */
+  /** One pod's filters: found (or mapped, with the chains they jump to) and counted in, the old ones out. */
   private remapPod(k: string, ports: string[]): ResourceChanges {
     const pod = this.portless.has(k) ? undefined : this.pods.get(k);
     const policy = pod ? this.model.podPolicy(pod) : {};
     const isolated = policy.ingress !== undefined || policy.egress !== undefined;
     const changes = noChanges();
-    const now: PodUses = { rules: [], shares: [], filters: undefined };
-    const shareOf = (rule: PodRule, direction: Direction): string => {
-      const sk = this.shareKeyOf(rule, direction);
-      appendChanges(changes, this.useShare(sk, rule, direction));
-      now.shares.push(sk);
-      return sk;
-    };
-    for (const direction of ["ingress", "egress"] as const)
-      for (const rule of policy[direction] ?? []) now.rules.push(rule.id);
-    if (isolated) {
-      const keys = (["ingress", "egress"] as const).map((direction) => {
-        const rules = policy[direction];
-        const fk = this.filterKeyOf(
-          filterContent(this.config, rules, direction, (r) => shareOf(r, direction)),
-        );
-        if (!this.filterUsers.has(fk))
-          appendChanges(
-            changes,
-            this.state.apply(
-              mapFilter(this.config, fk, rules, direction, (r) => this.shareKeyOf(r, direction)),
-            ),
-          );
-        return fk;
-      });
-      now.filters = [keys[0] as string, keys[1] as string];
-    }
-    const before = this.uses.get(k);
-    for (const id of now.rules) this.countRule(id, 1);
-    for (const sk of now.shares) this.countShare(sk, 1);
-    for (const fk of now.filters ?? []) count(this.filterUsers, fk, 1);
-    for (const id of before?.rules ?? []) this.countRule(id, -1);
-    for (const sk of before?.shares ?? []) this.countShare(sk, -1);
-    for (const fk of before?.filters ?? []) count(this.filterUsers, fk, -1);
-    if (before?.filters?.join("\n") !== now.filters?.join("\n")) ports.push(k);
-    if (now.rules.length > 0 || now.filters) this.uses.set(k, now);
-    else this.uses.delete(k);
+    const now: [string, string] | undefined = isolated
+      ? [
+          this.useFilter(policy.ingress, "ingress", changes),
+          this.useFilter(policy.egress, "egress", changes),
+        ]
+      : undefined;
+    const before = this.podFilters.get(k);
+    if (before?.[0] === now?.[0] && before?.[1] === now?.[1]) return changes;
+    for (const fk of now ?? []) this.countFilter(fk, 1);
+    for (const fk of before ?? []) this.countFilter(fk, -1);
+    if (now) this.podFilters.set(k, now);
+    else this.podFilters.delete(k);
+    ports.push(k);
     return changes;
+  }
+
+  /**
+   * The key of the filter for `rules` in `direction`; mapped, with the shares it
+   * jumps to, when no pod uses it yet. Worked out once per rule list.
+   */
+  private useFilter(
+    rules: readonly PodRule[] | undefined,
+    direction: Direction,
+    changes: ResourceChanges,
+  ): string {
+    const known = rules && this.listFilterKeys[direction].get(rules);
+    const fk =
+      known ??
+      this.filterKeyOf(
+        filterContent(rules, direction, (r) =>
+          this.labelsOf(r, direction, this.shareIfAny(r, direction)),
+        ),
+      );
+    if (rules && !known) this.listFilterKeys[direction].set(rules, fk);
+    if (this.filterUses.has(fk)) return fk;
+    const use: FilterUse = { pods: 0, rules: [], shares: [] };
+    for (const rule of rules ?? []) {
+      use.rules.push(rule.id);
+      this.countRule(rule.id, 1);
+      const sk = this.shareIfAny(rule, direction);
+      if (sk === undefined) continue;
+      appendChanges(changes, this.useShare(sk, rule, direction));
+      use.shares.push(sk);
+      this.countShare(sk, 1);
+    }
+    this.filterUses.set(fk, use);
+    appendChanges(
+      changes,
+      this.state.apply(
+        mapFilter(this.config, fk, rules, direction, (r) => this.shareKeyOf(r, direction)),
+      ),
+    );
+    return fk;
+  }
+
+  private shareIfAny(rule: PodRule, direction: Direction): string | undefined {
+    return needsShare(rule, direction) ? this.shareKeyOf(rule, direction) : undefined;
+  }
+
+  private countFilter(fk: string, by: number): void {
+    const use = this.filterUses.get(fk);
+    if (!use) return;
+    use.pods += by;
+    if (use.pods <= 0) this.unusedFilters.add(fk);
+  }
+
+  private labelsOf(rule: PodRule, direction: Direction, share: string | undefined) {
+    const known = this.labels[direction].get(rule);
+    if (known && known.share === share) return known.labels;
+    const labels = ruleLabels(this.config, rule, direction, share);
+    this.labels[direction].set(rule, { share, labels });
+    return labels;
   }
 
   /** A filter's key, digested once per content while some pod uses it. */
@@ -322,19 +381,20 @@ export class PolicyMapper {
   }
 
   private shareKeyOf(rule: PodRule, direction: Direction): string {
-    const [namespace, name] = rule.id.split("/") as [string, string];
-    const policy = this.model.policy(namespace, name);
-    const known = this.shareKeys.get(rule.id);
-    if (known && known.policy === policy) return known.key;
+    const known = this.shareKeys.get(rule);
+    if (known !== undefined) return known;
     const key = shareKey(this.model, rule, direction);
-    this.shareKeys.set(rule.id, { policy, key });
+    this.shareKeys.set(rule, key);
     return key;
   }
 
   /** The share `sk` with `rule` among its rules; its chains mapped when it is new. */
   private useShare(sk: string, rule: PodRule, direction: Direction): ResourceChanges {
     const previous = this.ruleShare.get(rule.id);
-    if (previous !== undefined && previous !== sk) this.shares.get(previous)?.rules.delete(rule.id);
+    if (previous !== undefined && previous !== sk) {
+      this.shares.get(previous)?.rules.delete(rule.id);
+      this.unusedShares.add(previous);
+    }
     if (previous !== sk) {
       this.ruleShare.set(rule.id, sk);
       this.index.add(rule.id);
@@ -356,44 +416,53 @@ export class PolicyMapper {
 
   private countRule(id: string, by: number): void {
     count(this.ruleUsers, id, by);
+    if (by < 0) this.unusedRules.add(id);
   }
 
   private countShare(sk: string, by: number): void {
     const share = this.shares.get(sk);
-    if (share) share.users += by;
+    if (!share) return;
+    share.users += by;
+    if (by < 0) this.unusedShares.add(sk);
   }
 
-  /** Whatever no pod uses any more: rules out of the index, shares and filters out of the state. */
+  /**
+   * Whatever lost its last user since the last call: filters out of the state
+   * (their rules and shares counted out), rules out of the index, shares out
+   * of the state. Only what lost a user is looked at, not every rule.
+   */
   private dropUnused(): ResourceChanges {
     const changes = noChanges();
-    for (const [id, n] of this.ruleUsers) if (n <= 0) this.ruleUsers.delete(id);
-    for (const [id, sk] of this.ruleShare) {
-      if (this.ruleUsers.has(id)) continue;
+    for (const fk of this.unusedFilters) {
+      const use = this.filterUses.get(fk);
+      if (!use || use.pods > 0) continue;
+      this.filterUses.delete(fk);
+      this.filterKeys.delete(this.filterContents.get(fk) as string);
+      this.filterContents.delete(fk);
+      for (const id of use.rules) this.countRule(id, -1);
+      for (const sk of use.shares) this.countShare(sk, -1);
+      appendChanges(changes, this.state.remove(policyFilterOwner(fk)));
+    }
+    this.unusedFilters.clear();
+    for (const id of this.unusedRules) {
+      if ((this.ruleUsers.get(id) ?? 0) > 0) continue;
+      this.ruleUsers.delete(id);
+      const sk = this.ruleShare.get(id);
+      if (sk === undefined) continue;
       this.ruleShare.delete(id);
-      this.shareKeys.delete(id);
       this.index.remove(id);
       this.shares.get(sk)?.rules.delete(id);
+      this.unusedShares.add(sk);
     }
-    for (const [sk, share] of this.shares) {
-      if (share.users > 0 && share.rules.size > 0) continue;
+    this.unusedRules.clear();
+    for (const sk of this.unusedShares) {
+      const share = this.shares.get(sk);
+      if (!share || (share.users > 0 && share.rules.size > 0)) continue;
       this.shares.delete(sk);
       appendChanges(changes, this.state.remove(shareOwner(sk)));
     }
-    for (const fk of this.droppedFilters())
-      appendChanges(changes, this.state.remove(policyFilterOwner(fk)));
+    this.unusedShares.clear();
     return changes;
-  }
-
-  /** Filters whose last user went: forgotten, their keys answered. */
-  private droppedFilters(): string[] {
-    const gone: string[] = [];
-    for (const [fk, n] of this.filterUsers) if (n <= 0) gone.push(fk);
-    for (const fk of gone) {
-      this.filterUsers.delete(fk);
-      this.filterKeys.delete(this.filterContents.get(fk) as string);
-      this.filterContents.delete(fk);
-    }
-    return gone;
   }
 }
 
