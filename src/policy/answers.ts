@@ -36,6 +36,12 @@ export interface PodRule {
 export interface PodPolicy {
   ingress?: PodRule[];
   egress?: PodRule[];
+  /**
+   * What picked these rules, as a key: the pod's namespace, the podSelectors of
+   * its policies that match it, and its named ports. Pods with the same
+   * selection get the same PodPolicy; absent when no policy selects the pod.
+   */
+  selection?: string;
 }
 
 /** A destination a named egress port resolved to. */

@@ -47,6 +47,8 @@ import { podKey } from "./types.js";
 interface PolicyState {
   key: string;
   policy: NetworkPolicy;
+  /** Its podSelector as JSON: the name of its group (SelectorGroup). */
+  selectorText: string;
   ingress: RuleState[] | undefined;
   egress: RuleState[] | undefined;
 }
@@ -57,6 +59,33 @@ interface PolicyProblem {
   reason: string;
 }
 
+/** What podPolicy kept for a pod: its answer, and which selectors matched it (see there). */
+interface KeptPodPolicy {
+  version: number;
+  policy: PodPolicy;
+  /** The namespace's selectors then (NamespacePolicies.signature). */
+  signature: string;
+  /** The pod's selection then (selectionOf). */
+  selection: string | undefined;
+}
+
+/** A namespace's policies at one policy version: see namespacePolicies. */
+interface NamespacePolicies {
+  version: number;
+  groups: SelectorGroup[];
+  /** The groups' selectors, in order: while they stay, so does which of them match a pod. */
+  signature: string;
+  bySelection: Map<string, PodPolicy>;
+}
+
+/** A namespace's policies that share one podSelector, in key order. */
+interface SelectorGroup {
+  selector: LabelSelector | undefined;
+  /** The selector as JSON: the group's name in a pod's selection. */
+  text: string;
+  keys: string[];
+}
+
 export class PolicyModel {
   /** By namespace, then by name: one index (150,000 pods: keys of their own would cost 15 MiB more). */
   private readonly podsByNamespace = new Map<string, Map<string, PolicyPod>>();
@@ -65,14 +94,12 @@ export class PolicyModel {
   private readonly policies = new Map<string, PolicyState>();
   private readonly policiesByNamespace = new Map<string, Set<string>>();
   /**
-   * Per namespace with policies, at its policy version: the policy keys in
-   * order (every pod of it asks), and one PodPolicy per selection (the policies
-   * a pod is selected by, and its named ports): pods selected alike share it.
+   * Per namespace with policies, at its policy version: its policies grouped
+   * by podSelector (a pod is matched against each selector once, however many
+   * policies share it), and one PodPolicy per selection (the groups a pod is
+   * selected by, and its named ports): pods selected alike share it.
    */
-  private readonly namespacePolicies = new Map<
-    string,
-    { version: number; keys: string[]; bySelection: Map<string, PodPolicy> }
-  >();
+  private readonly namespacePolicies = new Map<string, NamespacePolicies>();
   private readonly rules = new Map<string, RuleState>();
   /**
    * Peers are worked out when asked for, not on every event: with 150,000
@@ -101,7 +128,7 @@ export class PolicyModel {
    * a pod of it is worked out again after a policy event there, not elsewhere.
    */
   private readonly namespacePolicyVersions = new Map<string, number>();
-  private readonly podPolicies = new WeakMap<PolicyPod, { version: number; policy: PodPolicy }>();
+  private readonly podPolicies = new WeakMap<PolicyPod, KeptPodPolicy>();
   private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
   private readonly targetCache = new Map<
     string,
@@ -175,6 +202,7 @@ export class PolicyModel {
     const state: PolicyState = {
       key,
       policy,
+      selectorText: JSON.stringify(policy.podSelector ?? {}),
       ingress: types.includes("Ingress") ? rules("ingress") : undefined,
       egress: types.includes("Egress") ? rules("egress") : undefined,
     };
@@ -230,8 +258,20 @@ export class PolicyModel {
     const version = this.namespacePolicyVersions.get(pod.namespace) ?? 0;
     const cached = this.podPolicies.get(pod);
     if (cached?.version === version) return cached.policy;
-    const policy = this.workOutPodPolicy(pod);
-    this.podPolicies.set(pod, { version, policy });
+    if (pod.hostNetwork) return {};
+    const ns = this.namespacePoliciesOf(pod.namespace);
+    // A policy event that kept the namespace's selectors (a port, a peer changed) keeps
+    // which of them match the pod: only its answer is looked up again.
+    const selection =
+      cached?.signature === ns.signature ? cached.selection : this.selectionOf(pod, ns);
+    const policy = selection === undefined ? {} : this.policyFor(pod, ns, selection);
+    // The answer's own selection: one string for all its pods, not one each.
+    this.podPolicies.set(pod, {
+      version,
+      policy,
+      signature: ns.signature,
+      selection: policy.selection,
+    });
     return policy;
   }
 
@@ -245,24 +285,49 @@ export class PolicyModel {
     const cached = this.namespacePolicies.get(namespace);
     if (cached?.version === version) return cached;
     const keys = [...(this.policiesByNamespace.get(namespace) ?? [])].sort();
-    const fresh = { version, keys, bySelection: new Map<string, PodPolicy>() };
+    const bySelector = new Map<string, SelectorGroup>();
+    for (const key of keys) {
+      const state = this.policies.get(key) as PolicyState;
+      const text = state.selectorText;
+      const group = bySelector.get(text) ?? { selector: state.policy.podSelector, text, keys: [] };
+      bySelector.set(text, group);
+      group.keys.push(key);
+    }
+    const groups = [...bySelector.values()];
+    const signature = groups.map((g) => g.text).join("\n");
+    const fresh: NamespacePolicies = {
+      version,
+      groups,
+      // The same string as before when the selectors are the same: compared per pod.
+      signature: cached?.signature === signature ? cached.signature : signature,
+      bySelection: new Map(),
+    };
     // Only namespaces with policies are kept: one a CI run made and deleted leaves nothing.
     if (keys.length > 0) this.namespacePolicies.set(namespace, fresh);
     else this.namespacePolicies.delete(namespace);
     return fresh;
   }
 
-  private workOutPodPolicy(pod: PolicyPod): PodPolicy {
-    if (pod.hostNetwork) return {};
-    const ns = this.namespacePoliciesOf(pod.namespace);
-    const selected = ns.keys.filter((key) =>
-      selectorMatches((this.policies.get(key) as PolicyState).policy.podSelector, pod.labels),
-    );
-    const portsKey = podPortsKey(pod);
-    const selection = `${selected.join("\n")}\n${portsKey}`;
+  /** Which of the namespace's selector groups match the pod, with its named ports, as a key; undefined: none. */
+  private selectionOf(pod: PolicyPod, ns: NamespacePolicies): string | undefined {
+    const matched = ns.groups.filter((g) => selectorMatches(g.selector, pod.labels));
+    if (matched.length === 0) return undefined;
+    return [pod.namespace, podPortsKey(pod), ...matched.map((g) => g.text)].join("\n");
+  }
+
+  /** The rules of the policies of `selection`, one answer for every pod of it. */
+  private policyFor(pod: PolicyPod, ns: NamespacePolicies, selection: string): PodPolicy {
     const known = ns.bySelection.get(selection);
     if (known) return known;
-    const out: PodPolicy = {};
+    const texts = new Set(selection.split("\n").slice(2));
+    const matched = ns.groups.filter((g) => texts.has(g.text));
+    // The policies in key order, as one group alone has them.
+    const selected =
+      matched.length === 1
+        ? (matched[0] as SelectorGroup).keys
+        : matched.flatMap((g) => g.keys).sort();
+    const portsKey = podPortsKey(pod);
+    const out: PodPolicy = { selection };
     for (const key of selected) {
       const state = this.policies.get(key) as PolicyState;
       if (state.ingress) {

@@ -198,4 +198,24 @@ describe("MidoNet NetworkPolicy, event by event: the same as the cluster mapped 
     // The sequence did exercise policy chains, and ends with none but from-b's.
     expect(npResources).to.be.greaterThan(20);
   });
+
+  it("a policy's port change rewrites the rules it touches in place: no chain made, no port updated", () => {
+    const w = new World();
+    for (const ns of NAMESPACES) for (const app of APPS) w.putPod(pod(ns, app, 0));
+    w.putPod(pod("x", "a", 1));
+    for (const p of POLICIES) w.putPolicy(p);
+    const fromB = (port: number) =>
+      policy("x", "from-b", {
+        podSelector: { matchLabels: { app: "a" } },
+        ingress: [{ from: [{ podSelector: { matchLabels: { app: "b" } } }], ports: [{ port }] }],
+      });
+    w.putPolicy(fromB(81));
+    const changes = w.mapper.upsertNetworkPolicy(fromB(82));
+    const what = (rs: { kind: string; body: unknown }[]) =>
+      rs.map((r) => `${r.kind} ${JSON.stringify((r.body as { tpDst?: unknown }).tpDst ?? null)}`);
+    // x/a-0 and x/a-1 share one filter: one rule out, one in, for both.
+    expect(what(changes.delete)).to.deep.equal(['Rule {"start":81,"end":81}']);
+    expect(what(changes.create)).to.deep.equal(['Rule {"start":82,"end":82}']);
+    expect(changes.update).to.deep.equal([]);
+  });
 });

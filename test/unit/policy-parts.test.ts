@@ -619,7 +619,8 @@ describe("policy/model: podPolicy", () => {
       podSelector: {},
       ingress: [{}, { peers: [], ports: [] }, { peers: [{ podSelector: {} }], ports: mixedPorts }],
     });
-    expect(m.podPolicy(xa)).to.deep.equal({
+    const { selection: _, ...rules } = m.podPolicy(xa);
+    expect(rules).to.deep.equal({
       ingress: [
         { id: "x/p/ingress/0", anyPeer: true, ports: "any", portNames: [], perPod: false },
         { id: "x/p/ingress/1", anyPeer: true, ports: "any", portNames: [], perPod: false },
@@ -649,6 +650,38 @@ describe("policy/model: podPolicy", () => {
       { protocol: "TCP", port: 3000 },
       { protocol: "UDP", port: 81 },
     ]);
+  });
+
+  it("pods selected alike (same matching podSelectors, same named ports) share one answer; others do not", () => {
+    const { m, xa, xb } = smallModel();
+    const twin = mkPod("x", "twin", "10.0.1.9");
+    const other = mkPod("x", "other", "10.0.1.8", { labels: { role: "other" } });
+    for (const p of [twin, other]) m.upsertPod(p);
+    m.upsertPolicy({ namespace: "x", name: "all", podSelector: {}, ingress: [{}] });
+    m.upsertPolicy({
+      namespace: "x",
+      name: "others",
+      podSelector: { matchLabels: { role: "other" } },
+      ingress: [{ ports: [{ port: 81 }] }],
+    });
+    expect(m.podPolicy(twin), "same labels as far as selectors go, same ports").to.equal(
+      m.podPolicy(xa),
+    );
+    expect(m.podPolicy(xb).selection, "other named ports").not.to.equal(m.podPolicy(xa).selection);
+    expect(m.podPolicy(other).ingress?.map((r) => r.id)).to.deep.equal([
+      "x/all/ingress/0",
+      "x/others/ingress/0",
+    ]);
+    expect(m.podPolicy(other).selection).not.to.equal(m.podPolicy(xa).selection);
+    // A policy event gives new answers, still one per selection.
+    m.upsertPolicy({
+      namespace: "x",
+      name: "all",
+      podSelector: {},
+      ingress: [{ ports: [{ port: 8 }] }],
+    });
+    expect(m.podPolicy(twin)).to.equal(m.podPolicy(xa));
+    expect(m.podPolicy(xa).ingress?.[0]?.ports).to.deep.equal([{ protocol: "TCP", port: 8 }]);
   });
 
   it("egress rules keep names as portNames, resolved per destination", () => {
@@ -1011,7 +1044,7 @@ describe("policy/model: upsertPolicy problems", () => {
       egress: [{ peers: [{ ipBlock: { cidr: "bogus" } }] }],
     });
     expect(m.upsertPolicy(bad)?.reason).to.match(/bogus/);
-    expect(m.podPolicy(xa)).to.deep.equal({ egress: [] });
+    expect(m.podPolicy(xa)).to.deep.include({ egress: [] }).and.not.have.property("ingress");
     expect(m.allows(xa, "egress", "10.0.2.2", "TCP", 80)).to.equal(false);
     expect(m.allows(xa, "ingress", "10.0.2.2", "TCP", 80)).to.equal(true);
     const fixed = base({

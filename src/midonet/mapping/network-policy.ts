@@ -6,9 +6,9 @@
  * what the pod sends (its egress); its outbound filter sees what leaves
  * through it to the pod (its ingress).
  *
- * Chains are shared by content, as pods of one kind share them on the kernel
- * datapath: a cluster has many pods selected by the same policies, and many
- * rules with the same peers.
+ * Chains are shared, as pods of one kind share them on the kernel datapath: a
+ * cluster has many pods selected by the same policies, and many rules with the
+ * same peers.
  *
  *   Filter  IDForKey("NetworkPolicyFilter", key)   a port's inbound or outbound filter
  *           1  accept {matchReturnFlow}: replies of connections already let through
@@ -19,9 +19,11 @@
  *              accept when the rule has no peers, else jump to the rule's peer chain;
  *              an egress rule's named ports: jump to its named-port chain
  *           last  drop
- *           Its key is the direction and those lines: pods with the same rules (named
- *           ingress ports resolved the same) share one. A direction no policy isolates
- *           gets the one chain holding rule 1 alone ("return flows").
+ *           Its key is the direction and the pod's selection (PodPolicy.selection: the
+ *           podSelectors of its namespace's policies that match it, and its named
+ *           ports): pods selected alike share one, and a change of their policies
+ *           rewrites the rules it touches in that chain, no port. A direction no
+ *           policy isolates gets the one chain holding rule 1 alone ("return flows").
  *   Peers   IDForKey("NetworkPolicyPeers", share key)       a rule's peers
  *           accept {dlType 0x0800, nwSrc (ingress) | nwDst (egress) cidr} per peer CIDR
  *   Ports   IDForKey("NetworkPolicyNamedPorts", share key)  an egress rule's named ports
@@ -141,15 +143,24 @@ interface FilterLine {
   needs: string[];
 }
 
+/** The ids of the chains rules with one share key share (digested once per share by the caller). */
+export interface ShareChains {
+  peers: string;
+  named: string;
+}
+
+export function shareChains(c: ResolvedConfig, share: string): ShareChains {
+  return { peers: peerChainId(c, share), named: namedPortChainId(c, share) };
+}
+
 /** One rule's lines in a filter: its ports, then its named ports; `share` when it needs one. */
 function ruleLines(
-  c: ResolvedConfig,
   rule: PodRule,
   direction: Direction,
-  share: string | undefined,
+  share: ShareChains | undefined,
 ): FilterLine[] {
   const lines: FilterLine[] = [];
-  const peers = !rule.anyPeer && share !== undefined ? peerChainId(c, share) : undefined;
+  const peers = !rule.anyPeer && share !== undefined ? share.peers : undefined;
   const ports: Array<NumericPort | undefined> = rule.ports === "any" ? [undefined] : rule.ports;
   for (const port of ports) {
     const match = portConditions(port);
@@ -165,7 +176,7 @@ function ruleLines(
     );
   }
   if (share !== undefined && direction === "egress" && rule.portNames.length > 0) {
-    const named = namedPortChainId(c, share);
+    const named = share.named;
     lines.push({
       label: `Jump named ${named}`,
       body: { type: "jump", jumpChainId: named },
@@ -175,68 +186,47 @@ function ruleLines(
   return lines;
 }
 
-/** The labels of one rule's lines (ruleLines): what a filter's content is made of. */
-export function ruleLabels(
-  c: ResolvedConfig,
-  rule: PodRule,
-  direction: Direction,
-  share: string | undefined,
-): string[] {
-  return ruleLines(c, rule, direction, share).map((l) => l.label);
-}
-
 /** A filter's lines for an isolated direction, each rule's in turn; a line two rules share is one. */
 function filterLines(
-  c: ResolvedConfig,
   rules: readonly PodRule[],
   direction: Direction,
-  shareOf: (rule: PodRule) => string,
+  shareOf: (rule: PodRule) => ShareChains,
 ): FilterLine[] {
   const seen = new Set<string>();
   return rules
     .flatMap((rule) =>
-      ruleLines(c, rule, direction, needsShare(rule, direction) ? shareOf(rule) : undefined),
+      ruleLines(rule, direction, needsShare(rule, direction) ? shareOf(rule) : undefined),
     )
     .filter((l) => !seen.has(l.label) && seen.add(l.label));
 }
 
 /**
- * What a pod's filter in one direction holds: RETURN_ONLY when no policy
- * isolates it there (`rules` undefined), else the direction and its lines'
- * labels (`labelsOf` a rule: ruleLabels, which a caller may keep per rule), a
- * label two rules share once. Pods with the same content share the filter
- * `filterKeyOf(content)` names.
+ * The key of a pod's filter in one direction: RETURN_ONLY when no policy
+ * isolates it there (`rules` undefined), else the direction and a digest of
+ * its selection (PodPolicy.selection), which names its rules.
  */
-export function filterContent(
-  rules: readonly PodRule[] | undefined,
+export function filterKeyOf(
   direction: Direction,
-  labelsOf: (rule: PodRule) => readonly string[],
+  rules: readonly PodRule[] | undefined,
+  selection: string | undefined,
 ): string {
   if (rules === undefined) return RETURN_ONLY;
-  const seen = new Set<string>();
-  const labels: string[] = [];
-  for (const rule of rules)
-    for (const label of labelsOf(rule))
-      if (!seen.has(label)) {
-        seen.add(label);
-        labels.push(label);
-      }
-  return `${direction}|${labels.join("\n")}`;
+  return `${direction}-${keyDigest(selection ?? "")}`;
 }
 
-/** A filter's key: its direction and a digest of its content (thousands of pods hold one). */
-export function filterKeyOf(content: string): string {
-  if (content === RETURN_ONLY) return RETURN_ONLY;
-  return `${content.slice(0, content.indexOf("|"))}-${keyDigest(content)}`;
-}
-
-/** A filter chain: see the top of this file. `rules` undefined: the return-flows one. */
+/**
+ * A filter chain: see the top of this file. `rules` undefined: the return-flows
+ * one. `shareOf` a rule that needs a share: the chains of its share key.
+ * `ruleId`: a rule's id from its chain's and its label (a caller remapping
+ * the chain may hand back the ids it was given).
+ */
 export function mapFilter(
   c: ResolvedConfig,
   key: string,
   rules: readonly PodRule[] | undefined,
   direction: Direction,
-  shareOf: (rule: PodRule) => string,
+  shareOf: (rule: PodRule) => ShareChains,
+  ruleId: (chain: string, label: string) => string = subId,
 ): ObjectMapping {
   const b = new MappingBuilder(policyFilterOwner(key));
   const chain = b.add(
@@ -253,14 +243,14 @@ export function mapFilter(
   );
   const add = (label: string, order: string, body: RuleBody, needs: string[] = []) =>
     b.add(
-      { kind: "Rule", parentId: chain, body: { id: subId(chain, label), ...body } },
+      { kind: "Rule", parentId: chain, body: { id: ruleId(chain, label), ...body } },
       [chain, ...needs],
       order,
     );
   add("Return flows", ORDER.returnFlows, { type: "accept", matchReturnFlow: true });
   if (rules === undefined) return b.build();
   add("ARP", ORDER.arp, { type: "accept", dlType: ARP });
-  for (const line of filterLines(c, rules, direction, shareOf))
+  for (const line of filterLines(rules, direction, shareOf))
     add(line.label, `${ORDER.rule} ${line.label}`, line.body, line.needs);
   add("Drop", ORDER.drop, { type: "drop" });
   return b.build();

@@ -9,9 +9,10 @@
  *   (or was) a peer of;
  * - a namespace: the peer chains of rules selecting namespaces by label.
  *
- * Chains are shared by content (network-policy.ts): a filter by every pod with
- * the same rules, a rule's peer chains by every rule with the same peers. Each
- * is counted by its users and goes with its last one. An event re-reads only
+ * Chains are shared (network-policy.ts): a filter by every pod selected alike
+ * (mapped again in place when their policies change), a rule's peer chains by
+ * every rule with the same peers. A filter is counted by its pods, a rule and a
+ * share by the filters using them; each goes with its last user. An event re-reads only
  * the rules it can concern (policy-rule-index.ts), and re-maps shared peer
  * chains only when what the model answers for them is a new object (the model
  * keeps an answer while its inputs stand), so an event costs the rules it
@@ -22,7 +23,7 @@
  * the cluster mapper re-maps their ports.
  */
 import type { AddressRanges } from "../../policy/addresses.js";
-import type { NamedTarget, PodRule } from "../../policy/answers.js";
+import type { NamedTarget, PodPolicy, PodRule } from "../../policy/answers.js";
 import {
   namespaceFromApi,
   networkPolicyFromApi,
@@ -30,21 +31,23 @@ import {
   podPlacement,
 } from "../../policy/from-api.js";
 import { PolicyModel } from "../../policy/model.js";
+import { PodLabelIndex } from "../../policy/pod-label-index.js";
 import { selectorMatches } from "../../policy/selector.js";
 import type { Direction, NetworkPolicy, PolicyPod } from "../../policy/types.js";
+import { subId } from "../ids.js";
 import type { ResolvedConfig } from "./config.js";
 import type { DesiredState } from "./desired-state.js";
 import { appendChanges, noChanges, type ResourceChanges, sortChanges } from "./diff.js";
 import { policyFilterOwner } from "./model.js";
 import {
   filterChainId,
-  filterContent,
   filterKeyOf,
   mapFilter,
   mapShare,
   needsShare,
   type PortFilters,
-  ruleLabels,
+  type ShareChains,
+  shareChains,
   shareKey,
   shareOwner,
 } from "./network-policy.js";
@@ -53,6 +56,8 @@ import { PolicyRuleIndex } from "./policy-rule-index.js";
 /** Chains several rules share (network-policy.ts's share key), and what they were mapped from. */
 interface Share {
   direction: Direction;
+  /** Its chains' ids, digested once. */
+  chains: ShareChains;
   /** The rules in use with this key, as last handed out: any one stands for all. */
   rules: Map<string, PodRule>;
   users: number;
@@ -62,7 +67,13 @@ interface Share {
 
 /** A filter in use: how many pods use it, and the rules and shares it jumps to (counted once each). */
 interface FilterUse {
+  /** Its chain's id (filterChainId), digested once. */
+  chainId: string;
   pods: number;
+  /** The rule list it was last mapped from: the same list (object) again changes nothing. */
+  list: readonly PodRule[] | undefined;
+  /** Its rules' ids by label, as last mapped: a remap digests only new labels. */
+  ruleIds: Map<string, string>;
   rules: string[];
   shares: string[];
 }
@@ -79,7 +90,7 @@ export class PolicyMapper {
   private readonly index = new PolicyRuleIndex();
   /** The pods the model holds, by key, and the keys of each namespace. */
   private readonly pods = new Map<string, PolicyPod>();
-  private readonly podsByNamespace = new Map<string, Set<string>>();
+  private readonly podsByLabel = new PodLabelIndex();
   /** Pods with no port (no node yet, or finished): peers, but nothing to filter. */
   private readonly portless = new Set<string>();
   /** Each isolated pod's filter keys (ingress, egress). */
@@ -89,28 +100,12 @@ export class PolicyMapper {
   private readonly ruleShare = new Map<string, string>();
   private readonly shares = new Map<string, Share>();
   private readonly filterUses = new Map<string, FilterUse>();
+  /** The filter keys of each answer the model gave (pods selected alike share one): digested once. */
+  private readonly policyFilterKeys = new WeakMap<PodPolicy, Partial<Record<Direction, string>>>();
   /** What lost a user since the last dropUnused: the only candidates it looks at. */
   private readonly unusedRules = new Set<string>();
   private readonly unusedShares = new Set<string>();
   private readonly unusedFilters = new Set<string>();
-  /** A filter key per rule list the model handed out (pods selected alike share one list). */
-  private readonly listFilterKeys = {
-    ingress: new WeakMap<readonly PodRule[], string>(),
-    egress: new WeakMap<readonly PodRule[], string>(),
-  };
-  /** The filters' keys by content and back, while some pod uses them. */
-  private readonly filterKeys = new Map<string, string>();
-  private readonly filterContents = new Map<string, string>();
-  /**
-   * Each rule object's line labels in a filter (ruleLabels), with the share they
-   * were made for: the model hands one rule object to every pod it resolves
-   * alike, so a filter's content is a join of these, not the chain ids digested
-   * again for each pod.
-   */
-  private readonly labels = {
-    ingress: new WeakMap<PodRule, { share: string | undefined; labels: readonly string[] }>(),
-    egress: new WeakMap<PodRule, { share: string | undefined; labels: readonly string[] }>(),
-  };
   /**
    * Each rule object's share key: one string for all its pods. A rule object
    * lives as long as its policy as it is (the model makes new ones when the
@@ -129,10 +124,9 @@ export class PolicyMapper {
   filtersOf(namespace: string, name: string): PortFilters {
     const filters = this.podFilters.get(key(namespace, name));
     if (!filters) return {};
-    return {
-      inboundFilterId: filterChainId(this.config, filters[1]),
-      outboundFilterId: filterChainId(this.config, filters[0]),
-    };
+    const chainId = (fk: string) =>
+      this.filterUses.get(fk)?.chainId ?? filterChainId(this.config, fk);
+    return { inboundFilterId: chainId(filters[1]), outboundFilterId: chainId(filters[0]) };
   }
 
   /** Maps the filters of pods the model already holds (a model the caller filled). */
@@ -178,9 +172,7 @@ export class PolicyMapper {
     if (!before) return { changes: noChanges(), ports: [] };
     this.pods.delete(k);
     this.portless.delete(k);
-    const inNs = this.podsByNamespace.get(namespace);
-    inNs?.delete(k);
-    if (inNs?.size === 0) this.podsByNamespace.delete(namespace);
+    this.podsByLabel.remove(namespace, k, before.labels);
     this.model.deletePod(namespace, name);
     return this.remap([k], this.index.podCandidates(namespace, before.labels, undefined));
   }
@@ -202,11 +194,15 @@ export class PolicyMapper {
 
   /** The pods of `namespace` any of `policies` selects: the only ones a policy event changes. */
   private selectedBy(namespace: string, policies: Array<NetworkPolicy | undefined>): string[] {
-    const selectors = policies.flatMap((p) => (p ? [p.podSelector] : []));
-    return this.podsOf(namespace).filter((k) => {
-      const pod = this.pods.get(k);
-      return pod !== undefined && selectors.some((s) => selectorMatches(s, pod.labels));
-    });
+    const out = new Set<string>();
+    for (const policy of policies) {
+      if (!policy) continue;
+      for (const k of this.podsByLabel.candidates(namespace, policy.podSelector)) {
+        const pod = this.pods.get(k);
+        if (pod && selectorMatches(policy.podSelector, pod.labels)) out.add(k);
+      }
+    }
+    return [...out];
   }
 
   upsertNamespace(o: unknown): PolicyChanges {
@@ -228,12 +224,8 @@ export class PolicyMapper {
     else this.portless.delete(k);
     const before = this.pods.get(k);
     this.pods.set(k, pod);
-    let inNs = this.podsByNamespace.get(pod.namespace);
-    if (!inNs) {
-      inNs = new Set();
-      this.podsByNamespace.set(pod.namespace, inNs);
-    }
-    inNs.add(k);
+    if (before) this.podsByLabel.remove(before.namespace, k, before.labels);
+    this.podsByLabel.add(pod.namespace, k, pod.labels);
     return { key: k, before };
   }
 
@@ -249,10 +241,6 @@ export class PolicyMapper {
     const ns = namespaceFromApi(o);
     this.model.upsertNamespace(ns);
     return this.index.setNamespace(ns.name, ns.labels);
-  }
-
-  private podsOf(namespace: string): string[] {
-    return [...(this.podsByNamespace.get(namespace) ?? [])];
   }
 
   /** Re-maps the filters of `podKeys`, then the shared chains of `ruleIds` whose inputs are new. */
@@ -296,10 +284,7 @@ export class PolicyMapper {
     const isolated = policy.ingress !== undefined || policy.egress !== undefined;
     const changes = noChanges();
     const now: [string, string] | undefined = isolated
-      ? [
-          this.useFilter(policy.ingress, "ingress", changes),
-          this.useFilter(policy.egress, "egress", changes),
-        ]
+      ? [this.useFilter(policy, "ingress", changes), this.useFilter(policy, "egress", changes)]
       : undefined;
     const before = this.podFilters.get(k);
     if (before?.[0] === now?.[0] && before?.[1] === now?.[1]) return changes;
@@ -312,39 +297,53 @@ export class PolicyMapper {
   }
 
   /**
-   * The key of the filter for `rules` in `direction`; mapped, with the shares it
-   * jumps to, when no pod uses it yet. Worked out once per rule list.
+   * The key of the pod's filter in `direction`, its chain mapped (with the
+   * shares it jumps to) when no pod uses it yet, or mapped again in place when
+   * its selection's rules are a new list (a policy of it changed): the rules
+   * and shares counted in for the new list, out for the old.
    */
-  private useFilter(
-    rules: readonly PodRule[] | undefined,
-    direction: Direction,
-    changes: ResourceChanges,
-  ): string {
-    const known = rules && this.listFilterKeys[direction].get(rules);
-    const fk =
-      known ??
-      this.filterKeyOf(
-        filterContent(rules, direction, (r) =>
-          this.labelsOf(r, direction, this.shareIfAny(r, direction)),
-        ),
-      );
-    if (rules && !known) this.listFilterKeys[direction].set(rules, fk);
-    if (this.filterUses.has(fk)) return fk;
-    const use: FilterUse = { pods: 0, rules: [], shares: [] };
+  private useFilter(policy: PodPolicy, direction: Direction, changes: ResourceChanges): string {
+    const rules = policy[direction];
+    const keys = this.policyFilterKeys.get(policy) ?? {};
+    this.policyFilterKeys.set(policy, keys);
+    const fk = (keys[direction] ??= filterKeyOf(direction, rules, policy.selection));
+    const use = this.filterUses.get(fk);
+    if (use && use.list === rules) return fk;
+    const next: FilterUse = {
+      chainId: use?.chainId ?? filterChainId(this.config, fk),
+      pods: use?.pods ?? 0,
+      list: rules,
+      ruleIds: new Map(),
+      rules: [],
+      shares: [],
+    };
     for (const rule of rules ?? []) {
-      use.rules.push(rule.id);
+      next.rules.push(rule.id);
       this.countRule(rule.id, 1);
       const sk = this.shareIfAny(rule, direction);
       if (sk === undefined) continue;
       appendChanges(changes, this.useShare(sk, rule, direction));
-      use.shares.push(sk);
+      next.shares.push(sk);
       this.countShare(sk, 1);
     }
-    this.filterUses.set(fk, use);
+    for (const id of use?.rules ?? []) this.countRule(id, -1);
+    for (const sk of use?.shares ?? []) this.countShare(sk, -1);
+    this.filterUses.set(fk, next);
     appendChanges(
       changes,
       this.state.apply(
-        mapFilter(this.config, fk, rules, direction, (r) => this.shareKeyOf(r, direction)),
+        mapFilter(
+          this.config,
+          fk,
+          rules,
+          direction,
+          (r) => (this.shares.get(this.shareKeyOf(r, direction)) as Share).chains,
+          (chain, label) => {
+            const id = use?.ruleIds.get(label) ?? subId(chain, label);
+            next.ruleIds.set(label, id);
+            return id;
+          },
+        ),
       ),
     );
     return fk;
@@ -359,25 +358,6 @@ export class PolicyMapper {
     if (!use) return;
     use.pods += by;
     if (use.pods <= 0) this.unusedFilters.add(fk);
-  }
-
-  private labelsOf(rule: PodRule, direction: Direction, share: string | undefined) {
-    const known = this.labels[direction].get(rule);
-    if (known && known.share === share) return known.labels;
-    const labels = ruleLabels(this.config, rule, direction, share);
-    this.labels[direction].set(rule, { share, labels });
-    return labels;
-  }
-
-  /** A filter's key, digested once per content while some pod uses it. */
-  private filterKeyOf(content: string): string {
-    let fk = this.filterKeys.get(content);
-    if (fk === undefined) {
-      fk = filterKeyOf(content);
-      this.filterKeys.set(content, fk);
-      this.filterContents.set(fk, content);
-    }
-    return fk;
   }
 
   private shareKeyOf(rule: PodRule, direction: Direction): string {
@@ -406,6 +386,7 @@ export class PolicyMapper {
     }
     this.shares.set(sk, {
       direction,
+      chains: shareChains(this.config, sk),
       rules: new Map([[rule.id, rule]]),
       users: 0,
       peers: rule.anyPeer ? undefined : this.model.peerAddresses(rule.id),
@@ -437,8 +418,6 @@ export class PolicyMapper {
       const use = this.filterUses.get(fk);
       if (!use || use.pods > 0) continue;
       this.filterUses.delete(fk);
-      this.filterKeys.delete(this.filterContents.get(fk) as string);
-      this.filterContents.delete(fk);
       for (const id of use.rules) this.countRule(id, -1);
       for (const sk of use.shares) this.countShare(sk, -1);
       appendChanges(changes, this.state.remove(policyFilterOwner(fk)));
