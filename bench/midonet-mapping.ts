@@ -14,7 +14,9 @@
  * - full translation: mapCluster (every object mapped, indexed, chain
  *   positions assigned) plus the flat creation-ordered list of all resources;
  *   wall time, and peak memory: RSS sampled between steps and the kernel's
- *   maxRSS for the process, heap sampled the same way;
+ *   maxRSS for the process when the translation is done, heap sampled the
+ *   same way (the process's peak after the events is printed too: their
+ *   garbage, which V8 lets the heap grow into);
  * - one incremental pod event: median and p99 over 1,000 events against the
  *   full state (pod created, pod given its MAC annotation, pod finished, pod
  *   deleted, in turn);
@@ -213,6 +215,10 @@ function main(): void {
   const totalMs = performance.now() - start;
   const cpu = process.cpuUsage(cpuStart);
   sample();
+  // The translation's peak, before the events below add their garbage to the heap.
+  const translationMaxRss = process.resourceUsage().maxRSS * 1024;
+  const translationPeakRss = peakRss;
+  const translationPeakHeap = peakHeap;
 
   const byKind = new Map<string, number>();
   for (const r of all) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
@@ -282,7 +288,7 @@ function main(): void {
     ).length;
 
   const maxRss = process.resourceUsage().maxRSS * 1024;
-  const peak = Math.max(peakRss, maxRss);
+  const peak = Math.max(translationPeakRss, translationMaxRss);
   const seconds = totalMs / 1000;
 
   console.log("bench/midonet-mapping");
@@ -302,12 +308,15 @@ function main(): void {
     `  time        ${seconds.toFixed(2)} s (map + index ${(mappedMs / 1000).toFixed(2)} s, ordered list ${((totalMs - mappedMs) / 1000).toFixed(2)} s)   target ≤ ${TARGETS.seconds} s   ${verdict(seconds <= TARGETS.seconds)}`,
   );
   console.log(
-    `  peak RSS    ${(peak / MIB).toFixed(0)} MiB (sampled ${(peakRss / MIB).toFixed(0)} MiB, kernel maxRSS ${(maxRss / MIB).toFixed(0)} MiB; input alone ${(rssBefore / MIB).toFixed(0)} MiB)   target ≤ ${(TARGETS.bytes / MIB).toFixed(0)} MiB   ${verdict(peak <= TARGETS.bytes)}`,
+    `  peak RSS    ${(peak / MIB).toFixed(0)} MiB (sampled ${(translationPeakRss / MIB).toFixed(0)} MiB, kernel maxRSS ${(translationMaxRss / MIB).toFixed(0)} MiB; input alone ${(rssBefore / MIB).toFixed(0)} MiB)   target ≤ ${(TARGETS.bytes / MIB).toFixed(0)} MiB   ${verdict(peak <= TARGETS.bytes)}`,
   );
   console.log(
     `  CPU time    ${((cpu.user + cpu.system) / 1e6).toFixed(2)} s (user ${(cpu.user / 1e6).toFixed(2)} s, system ${(cpu.system / 1e6).toFixed(2)} s; above the wall time when the GC's helper threads work)`,
   );
-  console.log(`  peak heap   ${(peakHeap / MIB).toFixed(0)} MiB (sampled)`);
+  console.log(`  peak heap   ${(translationPeakHeap / MIB).toFixed(0)} MiB (sampled)`);
+  console.log(
+    `  after the events below: peak RSS ${(Math.max(peakRss, maxRss) / MIB).toFixed(0)} MiB, heap ${(peakHeap / MIB).toFixed(0)} MiB (their garbage, which V8 lets the heap grow into before collecting; not the target's figure)`,
+  );
   console.log("");
   console.log(`incremental pod event (${EVENTS} events: create, re-annotate, finish, delete)`);
   console.log(

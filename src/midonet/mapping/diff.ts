@@ -90,6 +90,7 @@ export function parentOf(r: DesiredResource): string | undefined {
 
 /** Same resource, same content (what it is, where it hangs, what it needs, where it sorts). */
 export function sameResource(a: DesiredResource, b: DesiredResource): boolean {
+  if (a === b) return true;
   return (
     a.key === b.key &&
     a.order === b.order &&

@@ -164,6 +164,11 @@ export class MappingBuilder {
     return key;
   }
 
+  /** Adds a resource an earlier mapping of this owner made, as it was (no object made again). */
+  reuse(resource: DesiredResource): void {
+    this.resources.push(resource);
+  }
+
   warn(code: WarningCode, message: string): void {
     this.warnings.push({ owner: this.owner, code, message });
   }

@@ -56,9 +56,10 @@ import type { NumericPort, PodRule } from "../../policy/answers.js";
 import type { PolicyModel } from "../../policy/model.js";
 import type { Direction } from "../../policy/types.js";
 import { idForKey, subId } from "../ids.js";
-import type { Rule } from "../resources.js";
+import type { MidonetObject, Rule } from "../resources.js";
 import type { ResolvedConfig } from "./config.js";
 import {
+  type DesiredResource,
   MappingBuilder,
   type ObjectMapping,
   policyFilterOwner,
@@ -265,6 +266,10 @@ function rangeOrder(range: Range): string {
  * The chains rules with one share key share: the peers (when the rule has
  * any) and, for egress named ports, the addresses and ports they resolve to.
  * `rule` is any of those rules as `model.podPolicy` hands it out.
+ *
+ * A peer set of thousands of pods changes by one pod at a time: `kept` holds
+ * the rules the last mapping made, by what they match, and those still wanted
+ * are reused as they are; `made` gets this mapping's, for the next.
  */
 export function mapShare(
   model: PolicyModel,
@@ -272,9 +277,23 @@ export function mapShare(
   direction: Direction,
   share: string,
   c: ResolvedConfig,
+  kept?: ReadonlyMap<string, DesiredResource>,
+  made?: Map<string, DesiredResource>,
 ): ObjectMapping {
   const digest = keyDigest(share);
   const b = new MappingBuilder(shareOwner(share));
+  const addRule = (
+    label: string,
+    make: () => MidonetObject,
+    dependsOn: string[],
+    order: string,
+  ) => {
+    const previous = kept?.get(label);
+    // The label names the match; the order comes from the range around it, which may move.
+    if (previous?.order === order) b.reuse(previous);
+    else b.add(make(), dependsOn, order);
+    made?.set(label, b.resources[b.resources.length - 1] as DesiredResource);
+  };
   if (!rule.anyPeer) {
     const chain = b.add(
       {
@@ -285,16 +304,19 @@ export function mapShare(
     );
     for (const range of model.peerAddresses(rule.id).v4) {
       for (const cidr of rangeCidrs(range, 4)) {
-        const [address, length] = cidr.split("/") as [string, string];
-        const match =
-          direction === "ingress"
-            ? { nwSrcAddress: address, nwSrcLength: Number(length) }
-            : { nwDstAddress: address, nwDstLength: Number(length) };
-        b.add(
-          {
-            kind: "Rule",
-            parentId: chain,
-            body: { id: subId(chain, `Peer ${cidr}`), type: "accept", dlType: IPV4, ...match },
+        addRule(
+          `Peer ${cidr}`,
+          () => {
+            const [address, length] = cidr.split("/") as [string, string];
+            const match =
+              direction === "ingress"
+                ? { nwSrcAddress: address, nwSrcLength: Number(length) }
+                : { nwDstAddress: address, nwDstLength: Number(length) };
+            return {
+              kind: "Rule",
+              parentId: chain,
+              body: { id: subId(chain, `Peer ${cidr}`), type: "accept", dlType: IPV4, ...match },
+            };
           },
           [chain],
           `${rangeOrder(range)} ${cidr}`,
@@ -323,8 +345,9 @@ export function mapShare(
       for (const t of chunk) {
         if (t.ip.includes(":")) continue;
         const label = `${t.ip} ${t.protocol} ${t.port}`;
-        b.add(
-          {
+        addRule(
+          `Target ${label}`,
+          () => ({
             kind: "Rule",
             parentId: chain,
             body: {
@@ -336,7 +359,7 @@ export function mapShare(
               nwProto: PROTOCOL_NUMBERS[t.protocol] as number,
               tpDst: { start: t.port, end: t.port },
             },
-          },
+          }),
           [chain],
           label,
         );

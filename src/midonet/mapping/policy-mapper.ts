@@ -38,7 +38,7 @@ import { subId } from "../ids.js";
 import type { ResolvedConfig } from "./config.js";
 import type { DesiredState } from "./desired-state.js";
 import { appendChanges, noChanges, type ResourceChanges, sortChanges } from "./diff.js";
-import { policyFilterOwner } from "./model.js";
+import { type DesiredResource, policyFilterOwner } from "./model.js";
 import {
   filterChainId,
   filterKeyOf,
@@ -58,6 +58,8 @@ interface Share {
   direction: Direction;
   /** Its chains' ids, digested once. */
   chains: ShareChains;
+  /** The rules its chains' last mapping made, by what they match (mapShare's `kept`). */
+  made: Map<string, DesiredResource>;
   /** The rules in use with this key, as last handed out: any one stands for all. */
   rules: Map<string, PodRule>;
   users: number;
@@ -268,7 +270,10 @@ export class PolicyMapper {
     if (peers === share.peers && sameTargets(targets, share.targets)) return noChanges();
     share.peers = peers;
     share.targets = targets;
-    return this.state.apply(mapShare(this.model, rule, share.direction, sk, this.config));
+    const made = new Map<string, DesiredResource>();
+    const mapping = mapShare(this.model, rule, share.direction, sk, this.config, share.made, made);
+    share.made = made;
+    return this.state.apply(mapping);
   }
 
   private targetsOf(rule: PodRule, direction: Direction) {
@@ -384,15 +389,19 @@ export class PolicyMapper {
       share.rules.set(rule.id, rule);
       return noChanges();
     }
+    const made = new Map<string, DesiredResource>();
     this.shares.set(sk, {
       direction,
       chains: shareChains(this.config, sk),
+      made,
       rules: new Map([[rule.id, rule]]),
       users: 0,
       peers: rule.anyPeer ? undefined : this.model.peerAddresses(rule.id),
       targets: this.targetsOf(rule, direction),
     });
-    return this.state.apply(mapShare(this.model, rule, direction, sk, this.config));
+    return this.state.apply(
+      mapShare(this.model, rule, direction, sk, this.config, undefined, made),
+    );
   }
 
   private countRule(id: string, by: number): void {
