@@ -1,5 +1,7 @@
 /**
- * MidoNet's media types, written out literally instead of imported from
+ * MidoNet's media types, as midonet-cluster's MidonetMediaTypes.scala and
+ * python-midonetclient's vendor_media_type.py name them (the versions a
+ * resource takes listed), written out literally instead of imported from
  * src/midonet/resources.ts: the simulator is the oracle the client is checked
  * against, and sharing the strings would hide a mistake in them.
  */
