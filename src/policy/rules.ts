@@ -72,7 +72,10 @@ export function podRule(
   if (known) return known;
   const out = workOutPodRule(rule, direction, pod);
   if (!out.perPod) rule.shared = out;
-  else (rule.byPodPorts ??= new Map()).set(portsKey, out);
+  else {
+    rule.byPodPorts ??= new Map();
+    rule.byPodPorts.set(portsKey, out);
+  }
   return out;
 }
 

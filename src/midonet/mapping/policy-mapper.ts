@@ -311,7 +311,8 @@ export class PolicyMapper {
     const rules = policy[direction];
     const keys = this.policyFilterKeys.get(policy) ?? {};
     this.policyFilterKeys.set(policy, keys);
-    const fk = (keys[direction] ??= filterKeyOf(direction, rules, policy.selection));
+    const fk = keys[direction] ?? filterKeyOf(direction, rules, policy.selection);
+    keys[direction] = fk;
     const use = this.filterUses.get(fk);
     if (use && use.list === rules) return fk;
     const next: FilterUse = {
