@@ -5,6 +5,7 @@
  * (lifecycle/bridge-gateways.ts) reads and removes addresses here whichever
  * implementation serves pods.
  */
+import { readFileSync } from "node:fs";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
 import { bridgeMac } from "./mac.js";
 import { showLink } from "./pod-interface.js";
@@ -17,6 +18,7 @@ export async function ensureBridge(
   name: string,
   gatewayCidrs: readonly string[],
   mtu?: number,
+  netfilter = true,
 ): Promise<void> {
   const link = await showLink(name);
   const cmds: string[] = [];
@@ -30,9 +32,9 @@ export async function ensureBridge(
     );
   }
   // Bridged IP traffic through the IP hooks (br_netfilter), whatever the
-  // node-wide sysctl: a Service's DNAT to a pod on the same bridge needs the
+  // node-wide sysctl: kube-proxy's DNAT to a pod on the same bridge needs the
   // reply un-NATed on its way back across the bridge.
-  cmds.push(`link set ${name} type bridge nf_call_iptables 1 nf_call_ip6tables 1`);
+  cmds.push(bridgeNetfilterCommand(name, netfilter));
   for (const cidr of gatewayCidrs)
     cmds.push(`addr replace ${cidr} dev ${name}${cidr.includes(":") ? " nodad" : ""}`);
   cmds.push(`link set ${name} up`);
@@ -41,8 +43,51 @@ export async function ensureBridge(
   } catch (err) {
     // Two networks ensuring the same bridge at once: the loser sees "File exists".
     if (err instanceof IpCommandError && err.exists && !link)
-      return ensureBridge(name, gatewayCidrs, mtu);
+      return ensureBridge(name, gatewayCidrs, mtu, netfilter);
     throw err;
+  }
+}
+
+function bridgeNetfilterCommand(name: string, on: boolean): string {
+  const v = on ? 1 : 0;
+  return `link set ${name} type bridge nf_call_iptables ${v} nf_call_ip6tables ${v}`;
+}
+
+/**
+ * The settings kube-proxy needs on an existing bridge, made or unmade: its
+ * IP traffic through br_netfilter, and hairpin mode on every port. A bridge
+ * that does not exist is fine: whatever makes it later asks for the same.
+ */
+export async function setBridgeForKubeProxy(
+  name: string,
+  settings: { netfilter: boolean; hairpin: boolean },
+): Promise<void> {
+  let ports: string[];
+  try {
+    ports = await listBridgePorts(name);
+    await ipBatch([
+      bridgeNetfilterCommand(name, settings.netfilter),
+      ...ports.map(
+        (p) => `link set dev ${p} type bridge_slave hairpin ${settings.hairpin ? "on" : "off"}`,
+      ),
+    ]);
+  } catch (err) {
+    if (err instanceof IpCommandError && err.notFound) return;
+    throw err;
+  }
+}
+
+/**
+ * Whether br_netfilter hands every bridge's IP traffic to the IP hooks on this
+ * node (net.bridge.bridge-nf-call-iptables, in this network namespace): set
+ * node-wide by whoever runs iptables on bridged traffic (kube-proxy's setup
+ * guides ask for it). False when br_netfilter is not loaded.
+ */
+export function nodeBridgeNetfilter(): boolean {
+  try {
+    return readFileSync("/proc/sys/net/bridge/bridge-nf-call-iptables", "utf8").trim() === "1";
+  } catch {
+    return false;
   }
 }
 

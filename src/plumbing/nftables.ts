@@ -21,7 +21,7 @@ export const NFT_BIN =
 
 const NOT_INSTALLED = "nftables is not installed";
 
-export type NftFamily = "ip" | "ip6" | "inet";
+export type NftFamily = "ip" | "ip6" | "inet" | "bridge";
 
 export class NftError extends Error {
   constructor(

@@ -30,11 +30,14 @@ export interface VethSpec {
 }
 
 export interface HostAttachment {
-  /**
-   * Enslave the host end to this bridge, in hairpin mode (a pod reaches itself
-   * through a Service's DNAT); absent: leave it standalone (an agent binds it).
-   */
+  /** Enslave the host end to this bridge; absent: leave it standalone (an agent binds it). */
   bridge?: string;
+  /**
+   * The bridge port in hairpin mode (default on), which kube-proxy needs for a
+   * pod reaching itself through a Service's DNAT on a bridge whose IP traffic
+   * br_netfilter hands to iptables.
+   */
+  hairpin?: boolean;
 }
 
 export interface ContainerSideSpec {

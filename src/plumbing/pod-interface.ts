@@ -46,9 +46,10 @@ export function netnsLinkRef(path: string): string | undefined {
 export async function createVethPair(spec: VethSpec, host: HostAttachment): Promise<void> {
   const ref = netnsLinkRef(spec.netns);
   const master = host.bridge ? ` master ${host.bridge}` : "";
-  const hairpin = host.bridge
-    ? [`link set dev ${spec.hostIfName} type bridge_slave hairpin on`]
-    : [];
+  const hairpin =
+    host.bridge && host.hairpin !== false
+      ? [`link set dev ${spec.hostIfName} type bridge_slave hairpin on`]
+      : [];
   if (ref !== undefined) {
     try {
       await ipBatch([

@@ -14,8 +14,15 @@ export interface PodPlumbing {
   /**
    * Makes sure the bridge exists, is up and carries each gateway address
    * (idempotent). Several networks may share one bridge, each adding its gateway.
+   * `netfilter` (default true): its bridged IP traffic through the IP hooks
+   * (br_netfilter's nf_call_iptables), which kube-proxy needs.
    */
-  ensureBridge(name: string, gatewayCidrs: readonly string[], mtu?: number): Promise<void>;
+  ensureBridge(
+    name: string,
+    gatewayCidrs: readonly string[],
+    mtu?: number,
+    netfilter?: boolean,
+  ): Promise<void>;
   /** The names of the links enslaved to the bridge; [] when it does not exist. */
   listBridgePorts(name: string): Promise<string[]>;
   /**

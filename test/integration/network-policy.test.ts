@@ -24,11 +24,13 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { POLICY_TABLE } from "../../src/driver/network-policy/ruleset.js";
 import {
+  bridgeSettings,
   type ClusterMember,
   ClusterUnderlay,
   inNs,
   printMemberLogs,
   tearDownCluster,
+  withoutNodeBrNetfilter,
 } from "../support/cluster-nodes.js";
 import { DriverHarness, expectNoCniError, sleep } from "../support/driver-harness.js";
 import {
@@ -263,6 +265,9 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
     const kubeconfig = await ul.exposeApi(Number(new URL(server.url).port), server.kubeconfig());
     for (const [i, name] of ["node-1", "node-2"].entries()) {
       const node = ul.addNode(name, 41 + i);
+      // Same-node traffic meets the policy through the bridge's own br_netfilter switch
+      // (kube-proxy mode) or the driver's steering (services "driver"), never the node's.
+      withoutNodeBrNetfilter(node.netns);
       const v6 = `2001:db8::${41 + i}`;
       mustInNs(node.netns, ["ip", "addr", "add", `${v6}/64`, "dev", "eth0", "nodad"]);
       // Routing pods' IPv6 traffic is the node's to allow (the driver leaves it to the operator).
@@ -994,6 +999,13 @@ describe("network policy: upstream's netpol truth tables (x, y, z × a, b, c on 
           "the driver's Service rules on the client's node",
           patient(30_000),
         );
+        // From here same-node pod traffic is routed by the host: no br_netfilter on the bridges.
+        for (const [m] of configs)
+          await until(
+            () => bridgeSettings(m.node.netns, m.h.bridge).netfilter === "0",
+            `${m.node.name}'s bridge without br_netfilter`,
+            patient(30_000),
+          );
       } else {
         // kube-proxy's rules on the client's node (where its traffic is DNATed).
         const nft = spawnSync("ip", ["netns", "exec", client, "nft", "-f", "-"], {

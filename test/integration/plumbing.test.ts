@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import { choosePlumbing, type PlumbingBackendName } from "../../src/plumbing/backend.js";
+import { setBridgeForKubeProxy } from "../../src/plumbing/bridge.js";
 import { IpCommandError } from "../../src/plumbing/ip-batch.js";
 import { iproute2Plumbing } from "../../src/plumbing/iproute2.js";
 import { bridgeMac } from "../../src/plumbing/mac.js";
@@ -54,6 +55,13 @@ async function useBackend(ctx: Mocha.Context, backend: PlumbingBackendName): Pro
   }
 }
 
+/** A link's kind-specific details, as `ip -d` shows them (bridge and bridge-port settings). */
+function details(name: string) {
+  return JSON.parse(
+    spawnSync("ip", ["-j", "-d", "link", "show", name], { encoding: "utf8" }).stdout,
+  )[0]?.linkinfo;
+}
+
 // The same checks, whole, against each implementation of PodPlumbing.
 for (const backend of ["netlink", "iproute2"] as const)
   describe(`plumbing: a pod's veth pair through ${backend} (root)`, function () {
@@ -100,16 +108,30 @@ for (const backend of ["netlink", "iproute2"] as const)
       hostMac: `02:00:00:00:0${i}:02`,
     });
 
+    it("makes a bridge and a port without kube-proxy's settings when asked (the driver steers), and sets them again", async () => {
+      const b2 = `${bridge}m`;
+      await p.ensureBridge(b2, [], 1450, false);
+      const s = spec(`/run/netns/${ns}`, 6);
+      await p.createVethPair(s, { bridge: b2, hairpin: false });
+      expect(details(s.hostIfName)?.info_slave_data?.hairpin, "hairpin").to.equal(false);
+      expect(details(b2)?.info_data?.nf_call_iptables, "nf_call_iptables").to.equal(0);
+      await setBridgeForKubeProxy(b2, { netfilter: true, hairpin: true });
+      expect(details(s.hostIfName)?.info_slave_data?.hairpin, "hairpin").to.equal(true);
+      expect(details(b2)?.info_data?.nf_call_iptables, "nf_call_iptables").to.equal(1);
+      await p.deletePodInterface({
+        netns: s.netns,
+        ifName: s.ifName,
+        hostIfName: s.hostIfName,
+        hostMac: s.hostMac,
+      });
+    });
+
     it("creates the pair from the host for a /run/netns path, on the bridge, then configures the pod side", async () => {
       await p.ensureBridge(bridge, ["10.244.233.1/24"], 1450);
       const s = spec(`/run/netns/${ns}`, 1);
       await p.createVethPair(s, { bridge });
       expect(await p.listBridgePorts(bridge)).to.include(s.hostIfName);
       // Services: a pod reaching itself (hairpin), replies across the bridge un-NATed (br_netfilter).
-      const details = (name: string) =>
-        JSON.parse(
-          spawnSync("ip", ["-j", "-d", "link", "show", name], { encoding: "utf8" }).stdout,
-        )[0]?.linkinfo;
       expect(details(s.hostIfName)?.info_slave_data?.hairpin, "hairpin").to.equal(true);
       expect(details(bridge)?.info_data?.nf_call_iptables, "nf_call_iptables").to.equal(1);
       const host = await p.showLink(s.hostIfName);

@@ -4,7 +4,9 @@
  * against the fake API server, which holds Services and EndpointSlices;
  * real pods, real TCP and UDP through the driver's own nftables table. Each
  * server answers with its name and the address it saw, so a test sees both
- * which endpoint was chosen and whether the client's address was kept.
+ * which endpoint was chosen and whether the client's address was kept. The
+ * nodes run without br_netfilter (its node-wide sysctl off): same-node pod
+ * traffic is the driver's to route (services/bridge-steering.ts).
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +14,7 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { SERVICES_TABLES } from "../../src/driver/services/ruleset.js";
 import {
+  bridgeSettings,
   type ClusterMember,
   ClusterUnderlay,
   inNs,
@@ -20,6 +23,7 @@ import {
   startMembers,
   tearDownCluster,
   UNDERLAY,
+  withoutNodeBrNetfilter,
 } from "../support/cluster-nodes.js";
 import { DriverHarness, expectNoCniError } from "../support/driver-harness.js";
 import { type FakeKubeApiServer, startFakeKubeApiServer } from "../support/fake-kube-apiserver.js";
@@ -134,6 +138,8 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     const kubeconfig = await ul.exposeApi(Number(new URL(server.url).port), server.kubeconfig());
     for (const [i, name] of ["node-a", "node-b", "node-c"].entries()) {
       const node = ul.addNode(name, 21 + i);
+      // No br_netfilter for this node: what kube-proxy needed, the driver does without.
+      withoutNodeBrNetfilter(node.netns);
       // A node has a default route: traffic it sends to a ClusterIP is routed before it is DNATed.
       inNs(node.netns, ["ip", "route", "add", "default", "via", `${UNDERLAY}.254`]);
       const h = new DriverHarness({
@@ -191,6 +197,14 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     expect(tcp(members[2]?.h.netnsName(1) as string, "10.96.1.2", 80)).to.equal(
       `a2 ${members[2]?.pod}`,
     );
+    // None of it through br_netfilter or hairpin mode: the bridge and its ports have neither.
+    expect(bridgeSettings(a().node.netns, a().h.bridge)).to.deep.equal({
+      netfilter: "0",
+      hairpin: ["off", "off"],
+    });
+    expect(
+      inNs(a().node.netns, ["nft", "list", "table", "bridge", "cni-driver-steer"]).stdout,
+    ).to.contain(`ip daddr ${a().h.subnet}`);
   });
 
   it("a Service with no endpoints rejects (connection refused, not a timeout); its first endpoint makes it answer", async () => {
@@ -356,6 +370,18 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
         `${m.node.name}'s table gone`,
       );
     expect(tcp(a1, "10.96.1.30", 80)).to.not.match(/^a2/);
+    // kube-proxy's bridge settings back, the steering gone.
+    await eventually(
+      () => bridgeSettings(a().node.netns, a().h.bridge).netfilter === "1",
+      "br_netfilter back on the bridge",
+    );
+    expect(bridgeSettings(a().node.netns, a().h.bridge)).to.deep.equal({
+      netfilter: "1",
+      hairpin: ["on", "on"],
+    });
+    expect(inNs(a().node.netns, ["nft", "list", "tables"]).stdout).not.to.contain(
+      "cni-driver-steer",
+    );
     await configureAll({ crossNode: "host-gw", clusterCidr: "10.244.0.0/16", services: "driver" });
     await eventually(() => tcp(a1, "10.96.1.30", 80).startsWith("a2"), "back");
   });

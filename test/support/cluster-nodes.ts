@@ -55,6 +55,35 @@ export interface RouteJson {
 }
 
 /** The node's routes of `family` that carry the driver's route protocol. */
+/**
+ * Turns br_netfilter's node-wide switches off in the node's namespace (where the
+ * module is loaded at all), as on a node that never ran kube-proxy: what a bridge
+ * of the driver's gets through br_netfilter is then its own setting's doing.
+ */
+export function withoutNodeBrNetfilter(ns: string): void {
+  const r = inNs(ns, [
+    "sh",
+    "-c",
+    "for f in /proc/sys/net/bridge/bridge-nf-call-iptables /proc/sys/net/bridge/bridge-nf-call-ip6tables; do [ -e $f ] && echo 0 > $f; done; true",
+  ]);
+  if (r.status !== 0) throw new Error(`br_netfilter's sysctls in ${ns}: ${r.stderr}`);
+}
+
+/** The driver bridge's br_netfilter switch and its ports' hairpin flags in `ns`, as iproute2 shows them. */
+export function bridgeSettings(
+  ns: string,
+  bridge: string,
+): { netfilter: string; hairpin: string[] } {
+  const link = inNs(ns, ["ip", "-d", "link", "show", bridge]).stdout;
+  const ports = inNs(ns, ["bridge", "-d", "link", "show"]).stdout;
+  return {
+    netfilter: /nf_call_iptables (\d)/.exec(link)?.[1] ?? "?",
+    hairpin: [...ports.matchAll(/master (\S+)[\s\S]*?hairpin (on|off)/g)]
+      .filter((x) => x[1] === bridge)
+      .map((x) => x[2] as string),
+  };
+}
+
 export function driverRoutes(ns: string, family: 4 | 6 = 4): RouteJson[] {
   const r = execInNetns(ns, [
     "ip",

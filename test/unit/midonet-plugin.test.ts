@@ -10,6 +10,7 @@ import pino from "pino";
 import { parseNetworkConfigList } from "../../src/cni/conflist.js";
 import { CniError, ErrorCode } from "../../src/cni/errors.js";
 import { DriverErrorCode } from "../../src/driver/builtin/error-codes.js";
+import { BridgeCache } from "../../src/driver/builtin/midonet/bridge-cache.js";
 import { createMidonetPlugin } from "../../src/driver/builtin/midonet/plugin.js";
 import type { PluginInvocation } from "../../src/driver/chain/plugin-runner.js";
 import { hostVethName } from "../../src/midonet/host-veth-name.js";
@@ -70,8 +71,12 @@ class FakePlumbing implements PodPlumbing {
     const err = this.fail[name];
     if (err) throw err;
   }
-  ensureBridge = async (name: string, cidrs: readonly string[], mtu?: number) =>
-    this.step("ensureBridge", name, cidrs, mtu);
+  ensureBridge = async (
+    name: string,
+    cidrs: readonly string[],
+    mtu?: number,
+    netfilter?: boolean,
+  ) => this.step("ensureBridge", name, cidrs, mtu, ...(netfilter === false ? [false] : []));
   listBridgePorts = async (name: string) => {
     await this.step("listBridgePorts", name);
     return this.ports[name] ?? [];
@@ -173,6 +178,7 @@ describe("midonet plugin through fake plumbing and a fake IPAM delegate", () => 
       ]);
       expect(plumbing.named("createVethPairReplacingStale")[0]?.[1]).to.deep.equal({
         bridge: BRIDGE,
+        hairpin: true,
       });
       expect(plumbing.named("configureContainerSide")).to.deep.equal([
         [
@@ -271,6 +277,24 @@ describe("midonet plugin through fake plumbing and a fake IPAM delegate", () => 
       expect(plumbing.named("ensureBridge")).to.deep.equal([]);
       expect(plumbing.named("createVethPairReplacingStale")[0]?.[1]).to.deep.equal({
         bridge: undefined,
+        hairpin: undefined,
+      });
+    });
+
+    it("makes the bridge and the port without kube-proxy's settings when the driver steers the bridge", async () => {
+      const steered = (b: string) => b !== BRIDGE;
+      await createMidonetPlugin({
+        plumbing,
+        bridges: new BridgeCache(plumbing, steered),
+        hairpin: steered,
+      }).run(invocation("ADD"), ipam.run);
+      expect(plumbing.named("ensureBridge")).to.deep.equal([
+        [BRIDGE, [], 1450, false],
+        [BRIDGE, ["10.9.0.1/24"], 1450, false],
+      ]);
+      expect(plumbing.named("createVethPairReplacingStale")[0]?.[1]).to.deep.equal({
+        bridge: BRIDGE,
+        hairpin: false,
       });
     });
 

@@ -35,6 +35,7 @@ import {
 } from "../network-policy/enforcer.js";
 import { type GrpcServerHandle, startGrpcServer } from "../rpc/server.js";
 import { AttachmentIndex, DriverService } from "../rpc/service.js";
+import { BridgeSteering } from "../services/bridge-steering.js";
 import { ServiceProxy } from "../services/proxy.js";
 import { type Backends, chooseBackends } from "./backends.js";
 import { BridgeGatewayPruner } from "./bridge-gateways.js";
@@ -87,6 +88,7 @@ function builtinPlugins(
   bridges: BridgeCache,
   podMtu: () => number | undefined,
   podPolicy: PodPolicyHook,
+  steering: BridgeSteering,
   logger: pino.Logger,
 ): { builtins: Map<string, BuiltinPlugin>; recoverers: BuiltinPlugin[] } {
   const midonet = createMidonetPlugin({
@@ -94,6 +96,7 @@ function builtinPlugins(
     bridges,
     podMtu,
     podPolicy,
+    hairpin: (bridge) => steering.settings(bridge).hairpin,
     onStaleHostEnd: (hostIfName, containerId) =>
       logger.warn(
         { hostIfName, containerId },
@@ -118,6 +121,7 @@ class Driver implements RunningDriver {
   private readonly clusterNetwork: ClusterNetwork;
   private readonly networkPolicy: NetworkPolicyEnforcer;
   private readonly services: ServiceProxy;
+  private readonly steering: BridgeSteering;
   private readonly locks: AttachmentLocks;
   private readonly recovery: RecoveryDeps;
   /** Aborted once the drain at shutdown has timed out: plugins still running then would hold the process past --drain-timeout. */
@@ -142,7 +146,12 @@ class Driver implements RunningDriver {
       spawn: backends.spawn.name,
       host_local: backends.hostLocal.name,
     });
-    const bridges = new BridgeCache(backends.plumbing.plumbing);
+    const steering = new BridgeSteering(logger);
+    this.steering = steering;
+    const bridges = new BridgeCache(
+      backends.plumbing.plumbing,
+      (bridge) => steering.settings(bridge).netfilter,
+    );
     const podPolicy: PodPolicyHook = {
       // The enforcer is made below, once the API is known.
       attach: (pod) => this.networkPolicy.attach(pod),
@@ -155,6 +164,7 @@ class Driver implements RunningDriver {
       // Asked at each ADD; the cluster network is made below.
       () => this.clusterNetwork.podMtu(),
       podPolicy,
+      steering,
       logger,
     );
     this.kubeSettings = kubeSettingsFrom({
@@ -297,6 +307,7 @@ class Driver implements RunningDriver {
           this.logger.error({ err: String(err) }, "cannot switch NetworkPolicy on or off"),
         );
     });
+    this.config.on("reload", (cfg) => void this.steering.apply(cfg));
     this.config.on("reload", (cfg) => {
       this.services
         .apply(cfg)

@@ -33,6 +33,7 @@ import { MASQUERADE_TABLE, ROUTE_PROTOCOL } from "../cluster-network/plan.js";
 import { VXLAN_DEVICE } from "../cluster-network/settings.js";
 import { readConfigDir } from "../config/config-source.js";
 import { POLICY_TABLE } from "../network-policy/ruleset.js";
+import { STEERING_TABLE } from "../services/bridge-steering.js";
 import { SERVICES_TABLES } from "../services/ruleset.js";
 import { HOST_CONFLIST_NAME, INSTALLED_RECORD, readInstalled, SHIM_TYPE } from "./host-install.js";
 
@@ -180,6 +181,7 @@ export async function uninstall(o: UninstallOptions): Promise<string[]> {
   }
   for (const table of [...SERVICES_TABLES, POLICY_TABLE, MASQUERADE_TABLE])
     did(await removeNftTable("inet", table), `nftables table inet ${table}`);
+  did(await removeNftTable("bridge", STEERING_TABLE), `nftables table bridge ${STEERING_TABLE}`);
   for (const family of [4, 6] as const)
     for (const r of await listRoutesByProtocol(ROUTE_PROTOCOL, family)) {
       await deletePeerRoute(r.dst, ROUTE_PROTOCOL);

@@ -233,8 +233,13 @@ export class RtnetlinkPlumbing implements PodPlumbing {
     return this.call("inspectPodInterface", netns, ifName, withIpv6Routes);
   }
 
-  ensureBridge(name: string, gatewayCidrs: readonly string[], mtu?: number): Promise<void> {
-    return this.call("ensureBridge", name, gatewayCidrs, mtu);
+  ensureBridge(
+    name: string,
+    gatewayCidrs: readonly string[],
+    mtu?: number,
+    netfilter?: boolean,
+  ): Promise<void> {
+    return this.call("ensureBridge", name, gatewayCidrs, mtu, netfilter);
   }
 
   listBridgePorts(name: string): Promise<string[]> {

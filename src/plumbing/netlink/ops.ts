@@ -178,7 +178,7 @@ export class NetlinkOps {
       throw systemError(err, command, undefined);
     }
     try {
-      if (host.bridge)
+      if (host.bridge && host.hairpin !== false)
         this.exchange(undefined, `link set ${spec.hostIfName} type bridge_slave hairpin on`, (s) =>
           encodeBridgePortHairpin(s, { name: spec.hostIfName }, true),
         );
@@ -388,7 +388,12 @@ export class NetlinkOps {
   }
 
   /** See bridge.ts ensureBridge: created when missing, gateways by `addr replace`, up. */
-  ensureBridge(name: string, gatewayCidrs: readonly string[], mtu?: number): void {
+  ensureBridge(
+    name: string,
+    gatewayCidrs: readonly string[],
+    mtu?: number,
+    netfilter = true,
+  ): void {
     const existing = this.findLink(undefined, { name });
     if (!existing) {
       try {
@@ -401,7 +406,7 @@ export class NetlinkOps {
       } catch (err) {
         // Two networks ensuring the same bridge at once: the loser sees EEXIST.
         if (err instanceof NetlinkError && err.exists) {
-          this.ensureBridge(name, gatewayCidrs, mtu);
+          this.ensureBridge(name, gatewayCidrs, mtu, netfilter);
           return;
         }
         throw err;
@@ -416,10 +421,11 @@ export class NetlinkOps {
       });
     }
     const index = existing?.index ?? this.getLink(undefined, name, `link show ${name}`).index;
+    const v = netfilter ? 1 : 0;
     this.exchange(
       undefined,
-      `link set ${name} type bridge nf_call_iptables 1 nf_call_ip6tables 1`,
-      (s) => encodeBridgeNfCall(s, { index }, true),
+      `link set ${name} type bridge nf_call_iptables ${v} nf_call_ip6tables ${v}`,
+      (s) => encodeBridgeNfCall(s, { index }, netfilter),
     );
     for (const cidr of gatewayCidrs) {
       this.exchange(undefined, `addr replace ${cidr} dev ${name}`, (s) =>

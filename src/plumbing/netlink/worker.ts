@@ -68,7 +68,7 @@ function main(): void {
     deleteHostLink: (name) => ops.deleteHostLink(name),
     showLink: (name, netns) => ops.showLink(name, netns),
     inspectPodInterface: (netns, ifName, v6) => ops.inspectPodInterface(netns, ifName, v6),
-    ensureBridge: (name, cidrs, mtu) => ops.ensureBridge(name, cidrs, mtu),
+    ensureBridge: (name, cidrs, mtu, netfilter) => ops.ensureBridge(name, cidrs, mtu, netfilter),
     listBridgePorts: (name) => ops.listBridgePorts(name),
     request: (netns: string | null, msg: Uint8Array) =>
       session.request(netns ?? undefined, Buffer.from(msg.buffer, msg.byteOffset, msg.length)),

@@ -38,6 +38,8 @@ export interface MidonetContext {
   podMtu?: () => number | undefined;
   /** NetworkPolicy on the kernel datapath: told of each pod before it can send or receive. */
   podPolicy?: PodPolicyHook;
+  /** Whether a port made now on `bridge` gets hairpin mode (default yes, as kube-proxy needs). */
+  hairpin?: (bridge: string) => boolean;
 }
 
 export async function add(
@@ -113,7 +115,8 @@ async function createPair(
   ctx: MidonetContext,
 ): Promise<void> {
   if (bridge) await ctx.bridges.exists(bridge, veth.mtu);
-  if (await ctx.plumbing.createVethPairReplacingStale(veth, { bridge }))
+  const hairpin = bridge ? (ctx.hairpin?.(bridge) ?? true) : undefined;
+  if (await ctx.plumbing.createVethPairReplacingStale(veth, { bridge, hairpin }))
     ctx.onStaleHostEnd?.(veth.hostIfName, containerId);
 }
 

@@ -8,16 +8,23 @@ import type { PodPlumbing } from "../../../plumbing/pod-plumbing.js";
 export class BridgeCache {
   private readonly done = new Map<string, Promise<void>>();
 
-  /** `plumbing`: the one the daemon chose, as the midonet plugin has it. */
-  constructor(private readonly plumbing: Pick<PodPlumbing, "ensureBridge">) {}
+  /**
+   * `plumbing`: the one the daemon chose, as the midonet plugin has it;
+   * `netfilter`: whether a bridge made now passes its IP traffic to br_netfilter
+   * (services/bridge-steering.ts; default yes, as kube-proxy needs).
+   */
+  constructor(
+    private readonly plumbing: Pick<PodPlumbing, "ensureBridge">,
+    private readonly netfilter: (bridge: string) => boolean = () => true,
+  ) {}
 
   exists(name: string, mtu: number): Promise<void> {
-    return this.once(name, () => this.plumbing.ensureBridge(name, [], mtu));
+    return this.once(name, () => this.plumbing.ensureBridge(name, [], mtu, this.netfilter(name)));
   }
 
   gateways(name: string, cidrs: string[], mtu: number): Promise<void> {
     return this.once(`${name} ${cidrs.join(",")}`, () =>
-      this.plumbing.ensureBridge(name, cidrs, mtu),
+      this.plumbing.ensureBridge(name, cidrs, mtu, this.netfilter(name)),
     );
   }
 

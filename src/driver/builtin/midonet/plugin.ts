@@ -31,6 +31,8 @@ interface MidonetPluginOptions {
   podMtu?: () => number | undefined;
   /** NetworkPolicy on the kernel datapath (network-policy/enforcer.ts). */
   podPolicy?: PodPolicyHook;
+  /** Whether a new bridge port gets hairpin mode (services/bridge-steering.ts); default yes. */
+  hairpin?: (bridge: string) => boolean;
 }
 
 export function createMidonetPlugin(opts: MidonetPluginOptions): BuiltinPlugin {
@@ -43,6 +45,7 @@ export function createMidonetPlugin(opts: MidonetPluginOptions): BuiltinPlugin {
     onStaleHostEnd: opts.onStaleHostEnd,
     podMtu: opts.podMtu,
     podPolicy: opts.podPolicy,
+    hairpin: opts.hairpin,
   });
   return {
     validate(conf) {
