@@ -188,7 +188,12 @@ export class BridgeSteering {
     const hairpin = steered.length > 0 && this.datapath.nodeBridgeNetfilter();
     const now = new Map(steered.map((b) => [b.bridge, { netfilter: false, hairpin }]));
     if (steered.length > 0) await this.datapath.applyScript(steeringScript(steered));
-    else if (before.size > 0 || driverMode || first) await this.deleteTable();
+    else if (before.size > 0 || driverMode) await this.deleteTable();
+    else if (first)
+      // Only in case an earlier run steered: a kernel or nft without the bridge family is fine here.
+      await this.deleteTable().catch((err: unknown) =>
+        this.log.debug({ err: String(err) }, "no steering table to remove"),
+      );
     this.steered = now;
     for (const [bridge, settings] of now) await this.datapath.setBridge(bridge, settings);
     // At start, every bridge of ours: an earlier run in driver mode may have left them unset.
