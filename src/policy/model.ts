@@ -22,16 +22,10 @@
  */
 import { type AddressRanges, addressRanges, rangesContain } from "./addresses.js";
 import type { AddressChunks, NamedTarget, PodPolicy, PortName } from "./answers.js";
+import { PodPolicies, type PolicyState } from "./pod-policies.js";
 import { PortLists, portMatches, samePod, targetsOf } from "./pods.js";
 import { policyProblem } from "./problems.js";
-import {
-  type MemberBucket,
-  type MemberCache,
-  memberPods,
-  podPortsKey,
-  podRule,
-  type RuleState,
-} from "./rules.js";
+import { type MemberBucket, type MemberCache, memberPods, type RuleState } from "./rules.js";
 import { selectorMatches } from "./selector.js";
 import type {
   Direction,
@@ -44,46 +38,10 @@ import type {
 } from "./types.js";
 import { podKey } from "./types.js";
 
-interface PolicyState {
-  key: string;
-  policy: NetworkPolicy;
-  /** Its podSelector as JSON: the name of its group (SelectorGroup). */
-  selectorText: string;
-  ingress: RuleState[] | undefined;
-  egress: RuleState[] | undefined;
-}
-
 /** A policy the model cannot apply as written, and why. */
 interface PolicyProblem {
   policy: string;
   reason: string;
-}
-
-/** What podPolicy kept for a pod: its answer, and which selectors matched it (see there). */
-interface KeptPodPolicy {
-  version: number;
-  policy: PodPolicy;
-  /** The namespace's selectors then (NamespacePolicies.signature). */
-  signature: string;
-  /** The pod's selection then (selectionOf). */
-  selection: string | undefined;
-}
-
-/** A namespace's policies at one policy version: see namespacePolicies. */
-interface NamespacePolicies {
-  version: number;
-  groups: SelectorGroup[];
-  /** The groups' selectors, in order: while they stay, so does which of them match a pod. */
-  signature: string;
-  bySelection: Map<string, PodPolicy>;
-}
-
-/** A namespace's policies that share one podSelector, in key order. */
-interface SelectorGroup {
-  selector: LabelSelector | undefined;
-  /** The selector as JSON: the group's name in a pod's selection. */
-  text: string;
-  keys: string[];
 }
 
 export class PolicyModel {
@@ -93,13 +51,6 @@ export class PolicyModel {
   private readonly namespaces = new Map<string, Record<string, string>>();
   private readonly policies = new Map<string, PolicyState>();
   private readonly policiesByNamespace = new Map<string, Set<string>>();
-  /**
-   * Per namespace with policies, at its policy version: its policies grouped
-   * by podSelector (a pod is matched against each selector once, however many
-   * policies share it), and one PodPolicy per selection (the groups a pod is
-   * selected by, and its named ports): pods selected alike share it.
-   */
-  private readonly namespacePolicies = new Map<string, NamespacePolicies>();
   private readonly rules = new Map<string, RuleState>();
   /**
    * Peers are worked out when asked for, not on every event: with 150,000
@@ -121,14 +72,8 @@ export class PolicyModel {
   private touchedBase = 0;
   /** Bumped whenever a rule's members change: see MemberCache.generation. */
   private generations = 0;
-  /** Bumped by every policy event; the stamp of each namespace's last one. */
-  private policiesVersion = 0;
-  /**
-   * Each namespace's policy version (absent: none yet): what podPolicy kept for
-   * a pod of it is worked out again after a policy event there, not elsewhere.
-   */
-  private readonly namespacePolicyVersions = new Map<string, number>();
-  private readonly podPolicies = new WeakMap<PolicyPod, KeptPodPolicy>();
+  /** What the policies of a namespace come to for its pods, kept until they change. */
+  private readonly podPolicies = new PodPolicies(this.policies, this.policiesByNamespace);
   private readonly rangeCache = new Map<string, { generation: number; ranges: AddressRanges }>();
   private readonly targetCache = new Map<
     string,
@@ -210,7 +155,7 @@ export class PolicyModel {
     const inNs = this.policiesByNamespace.get(policy.namespace) ?? new Set<string>();
     this.policiesByNamespace.set(policy.namespace, inNs);
     inNs.add(key);
-    this.policyEvent(policy.namespace);
+    this.podPolicies.changed(policy.namespace);
     return problem ? { policy: key, reason: problem } : undefined;
   }
 
@@ -226,11 +171,8 @@ export class PolicyModel {
     this.policies.delete(key);
     const inNs = this.policiesByNamespace.get(namespace);
     inNs?.delete(key);
-    // Version 0 is "no policy" again: what pods cached then is right again, and nothing is kept.
-    if (inNs?.size === 0) {
-      this.policiesByNamespace.delete(namespace);
-      this.namespacePolicyVersions.delete(namespace);
-    } else this.policyEvent(namespace);
+    if (inNs?.size === 0) this.policiesByNamespace.delete(namespace);
+    this.podPolicies.changed(namespace);
   }
 
   // --- questions ---
@@ -255,92 +197,7 @@ export class PolicyModel {
    * changes: a sync asks it of every pod of the node.
    */
   podPolicy(pod: PolicyPod): PodPolicy {
-    const version = this.namespacePolicyVersions.get(pod.namespace) ?? 0;
-    const cached = this.podPolicies.get(pod);
-    if (cached?.version === version) return cached.policy;
-    if (pod.hostNetwork) return {};
-    const ns = this.namespacePoliciesOf(pod.namespace);
-    // A policy event that kept the namespace's selectors (a port, a peer changed) keeps
-    // which of them match the pod: only its answer is looked up again.
-    const selection =
-      cached?.signature === ns.signature ? cached.selection : this.selectionOf(pod, ns);
-    const policy = selection === undefined ? {} : this.policyFor(pod, ns, selection);
-    // The answer's own selection: one string for all its pods, not one each.
-    this.podPolicies.set(pod, {
-      version,
-      policy,
-      signature: ns.signature,
-      selection: policy.selection,
-    });
-    return policy;
-  }
-
-  private policyEvent(namespace: string): void {
-    this.namespacePolicyVersions.set(namespace, ++this.policiesVersion);
-  }
-
-  /** A namespace's policies as namespacePolicies keeps them, made again after a policy event. */
-  private namespacePoliciesOf(namespace: string) {
-    const version = this.namespacePolicyVersions.get(namespace) ?? 0;
-    const cached = this.namespacePolicies.get(namespace);
-    if (cached?.version === version) return cached;
-    const keys = [...(this.policiesByNamespace.get(namespace) ?? [])].sort();
-    const bySelector = new Map<string, SelectorGroup>();
-    for (const key of keys) {
-      const state = this.policies.get(key) as PolicyState;
-      const text = state.selectorText;
-      const group = bySelector.get(text) ?? { selector: state.policy.podSelector, text, keys: [] };
-      bySelector.set(text, group);
-      group.keys.push(key);
-    }
-    const groups = [...bySelector.values()];
-    const signature = groups.map((g) => g.text).join("\n");
-    const fresh: NamespacePolicies = {
-      version,
-      groups,
-      // The same string as before when the selectors are the same: compared per pod.
-      signature: cached?.signature === signature ? cached.signature : signature,
-      bySelection: new Map(),
-    };
-    // Only namespaces with policies are kept: one a CI run made and deleted leaves nothing.
-    if (keys.length > 0) this.namespacePolicies.set(namespace, fresh);
-    else this.namespacePolicies.delete(namespace);
-    return fresh;
-  }
-
-  /** Which of the namespace's selector groups match the pod, with its named ports, as a key; undefined: none. */
-  private selectionOf(pod: PolicyPod, ns: NamespacePolicies): string | undefined {
-    const matched = ns.groups.filter((g) => selectorMatches(g.selector, pod.labels));
-    if (matched.length === 0) return undefined;
-    return [pod.namespace, podPortsKey(pod), ...matched.map((g) => g.text)].join("\n");
-  }
-
-  /** The rules of the policies of `selection`, one answer for every pod of it. */
-  private policyFor(pod: PolicyPod, ns: NamespacePolicies, selection: string): PodPolicy {
-    const known = ns.bySelection.get(selection);
-    if (known) return known;
-    const texts = new Set(selection.split("\n").slice(2));
-    const matched = ns.groups.filter((g) => texts.has(g.text));
-    // The policies in key order, as one group alone has them.
-    const selected =
-      matched.length === 1
-        ? (matched[0] as SelectorGroup).keys
-        : matched.flatMap((g) => g.keys).sort();
-    const portsKey = podPortsKey(pod);
-    const out: PodPolicy = { selection };
-    for (const key of selected) {
-      const state = this.policies.get(key) as PolicyState;
-      if (state.ingress) {
-        out.ingress ??= [];
-        for (const r of state.ingress) out.ingress.push(podRule(r, "ingress", pod, portsKey));
-      }
-      if (state.egress) {
-        out.egress ??= [];
-        for (const r of state.egress) out.egress.push(podRule(r, "egress", pod, portsKey));
-      }
-    }
-    ns.bySelection.set(selection, out);
-    return out;
+    return this.podPolicies.of(pod);
   }
 
   /** The addresses a rule's peers come to (pods and ipBlocks); empty for an any-peer rule. */

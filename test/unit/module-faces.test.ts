@@ -4,6 +4,7 @@
  * that is), and a name exported for tests only says so above it. Read from the
  * files' import and export declarations (test/support/module-faces.ts).
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { expect } from "chai";
@@ -50,5 +51,15 @@ describe("the faces of src/'s modules", () => {
       forTests.map(named),
       "imported by tests only, without a comment saying so",
     ).to.deep.equal([]);
+  });
+
+  it("keeps each file of src/ under 600 lines, a table of kernel constants aside", () => {
+    const files = readdirSync(join(root, "src"), { recursive: true, encoding: "utf8" });
+    const long = files
+      .filter((f) => f.endsWith(".ts") && !f.endsWith("-constants.ts"))
+      .map((f) => join("src", f))
+      .map((f) => [f, readFileSync(join(root, f), "utf8").split("\n").length] as const)
+      .filter(([, lines]) => lines > 600);
+    expect(long, "split by job").to.deep.equal([]);
   });
 });
