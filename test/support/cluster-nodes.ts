@@ -18,6 +18,7 @@ import { execaSync } from "execa";
 import { ROUTE_PROTOCOL } from "../../src/driver/cluster-network/plan.js";
 import { VXLAN_DEVICE } from "../../src/driver/cluster-network/settings.js";
 import { type DriverHarness, expectNoCniError } from "./driver-harness.js";
+import { undoOnInterrupt } from "./interrupt-cleanup.js";
 import { createNetns, deleteNetns, execInNetns, listNetns, uniqueTag } from "./netns.js";
 import { startNetnsScript } from "./pod-server.js";
 
@@ -174,8 +175,14 @@ export class ClusterUnderlay {
   /** The relay's open connections: the drivers' watches never end by themselves. */
   private readonly relayed = new Set<net.Socket>();
 
+  /** The suite's root (its files), removed on an interrupted run; the caller removes it otherwise. */
+  private readonly keepRootOnInterrupt: () => void;
+
   constructor(private readonly root: string) {
-    ip("netns", "add", this.underlay);
+    this.keepRootOnInterrupt = undoOnInterrupt(() =>
+      rmSync(root, { recursive: true, force: true }),
+    );
+    createNetns(this.underlay);
     ip("-n", this.underlay, "link", "set", "lo", "up");
     ip("-n", this.underlay, "link", "add", "ul", "type", "bridge");
     ip("-n", this.underlay, "link", "set", "ul", "up");
@@ -197,7 +204,7 @@ export class ClusterUnderlay {
     port: string,
     address: string,
   ): void {
-    ip("netns", "add", ns);
+    createNetns(ns);
     ip("-n", ns, "link", "set", "lo", "up");
     ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", bridgeNs);
     ip("-n", bridgeNs, "link", "set", port, "master", bridge, "up");
@@ -314,5 +321,6 @@ export class ClusterUnderlay {
       this.relay ? this.relay.close(() => resolve()) : resolve(),
     );
     for (const ns of listNetns(this.prefix)) deleteNetns(ns);
+    this.keepRootOnInterrupt();
   }
 }

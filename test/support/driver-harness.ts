@@ -18,6 +18,7 @@ import { DELETION_QUEUE_DIR } from "../../src/wire/deletion-record.js";
 import type { CniStatusResponse, PodRequest } from "../../src/wire/types.js";
 import { writeConfigMapDir } from "./configmap-dir.js";
 import { queueDeletion } from "./deletion-queue.js";
+import { undoOnInterrupt } from "./interrupt-cleanup.js";
 import { deleteHostLink, deleteNetns, listNetns, uniqueTag } from "./netns.js";
 import { patient } from "./patience.js";
 import { REFERENCE_PLUGIN_DIR } from "./requirements.js";
@@ -158,6 +159,9 @@ export class DriverHarness {
   private stderr = "";
   private health = "";
   client: DriverClient;
+
+  /** Takes back the undo of what the harness made, registered for an interrupted run. */
+  private readonly keepOnInterrupt = undoOnInterrupt(() => this.removeMade());
 
   constructor(readonly opts: HarnessOptions) {
     this.subnet = `10.244.${opts.subnetOctet}.0/24`;
@@ -377,6 +381,10 @@ export class DriverHarness {
       stdio: ["ignore", "ignore", "pipe"],
     });
     this.child = child;
+    child.once(
+      "exit",
+      undoOnInterrupt(() => child.kill("SIGKILL")),
+    );
     child.stderr?.on("data", (b: Buffer) => {
       this.stderr += b.toString();
       if (process.env.CNI_DRIVER_TEST_LOG) process.stderr.write(b);
@@ -455,7 +463,12 @@ export class DriverHarness {
   async cleanup(): Promise<void> {
     await this.kill().catch(() => {});
     this.client.close();
-    // Host veths left on our bridge, then the bridge, then our namespaces.
+    this.removeMade();
+    this.keepOnInterrupt();
+  }
+
+  /** Host veths left on our bridge, then the bridge, our namespaces, portmap's rules, the root. */
+  private removeMade(): void {
     for (const name of this.bridgePorts()) deleteHostLink(name);
     deleteHostLink(this.bridge);
     for (const ns of listNetns(this.netnsPrefix)) deleteNetns(ns);

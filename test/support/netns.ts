@@ -1,6 +1,7 @@
 /** Test network namespaces: unique names, created with iproute2, always removed. */
 import { randomBytes } from "node:crypto";
 import { execaSync } from "execa";
+import { undoOnInterrupt } from "./interrupt-cleanup.js";
 import { patient } from "./patience.js";
 
 /** `ip` with these arguments; throws when it fails. */
@@ -20,8 +21,15 @@ export interface TestNetns {
   path: string;
 }
 
+/** Each namespace made here, undone on an interrupted run until deleteNetns removes it. */
+const interruptUndos = new Map<string, () => void>();
+
 export function createNetns(name: string): TestNetns {
   ip(["netns", "add", name]);
+  interruptUndos.set(
+    name,
+    undoOnInterrupt(() => ipAnswer(["netns", "del", name])),
+  );
   return { name, path: `/run/netns/${name}` };
 }
 
@@ -40,6 +48,8 @@ export function createNodeNetns(name: string, address?: string): TestNetns {
 
 export function deleteNetns(name: string): void {
   ipAnswer(["netns", "del", name]);
+  interruptUndos.get(name)?.();
+  interruptUndos.delete(name);
 }
 
 /** Every netns whose name starts with `prefix` (to clean up after a failed test). */

@@ -3,6 +3,7 @@
  * netns, answering every connection with a fixed reply. Bounded waits only.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { undoOnInterrupt } from "./interrupt-cleanup.js";
 
 /** The port the pod servers listen on inside their netns. */
 export const CONTAINER_PORT = 8080;
@@ -26,6 +27,10 @@ export async function startNetnsScript(netns: string, script: string): Promise<C
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  child.once(
+    "exit",
+    undoOnInterrupt(() => child.kill("SIGKILL")),
+  );
   let stderr = "";
   child.stderr?.on("data", (b: Buffer) => {
     stderr += b.toString();
