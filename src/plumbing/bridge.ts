@@ -2,8 +2,10 @@
  * The per-node Linux bridge of the kernel datapath, through iproute2: it holds
  * the gateway addresses and the host veths. ensureBridge and listBridgePorts
  * are iproute2Plumbing's (iproute2.ts); the gateways' pruning
- * (lifecycle/bridge-gateways.ts) reads and removes addresses here whichever
- * implementation serves pods.
+ * (lifecycle/bridge-gateways.ts) reads and removes addresses here, and the
+ * Services steering (services/bridge-steering.ts) sets kube-proxy's settings
+ * on existing bridges here, whichever implementation serves pods: both are
+ * rare, and neither is a pod's path.
  */
 import { readFileSync } from "node:fs";
 import { IpCommandError, ipBatch, parseJsonLines } from "./ip-batch.js";
@@ -88,6 +90,15 @@ export function nodeBridgeNetfilter(): boolean {
     return readFileSync("/proc/sys/net/bridge/bridge-nf-call-iptables", "utf8").trim() === "1";
   } catch {
     return false;
+  }
+}
+
+/** A host link's MAC as the kernel has it now; undefined when there is no such link. */
+export function linkMac(name: string): string | undefined {
+  try {
+    return readFileSync(`/sys/class/net/${name}/address`, "utf8").trim();
+  } catch {
+    return undefined;
   }
 }
 

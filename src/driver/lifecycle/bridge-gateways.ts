@@ -11,50 +11,17 @@
  * gateway back, or lose one, halfway.
  */
 import type pino from "pino";
-import { type NetworkConfigList, parseNetworkConfigList } from "../../cni/conflist.js";
+import { parseNetworkConfigList } from "../../cni/conflist.js";
 import { toResult100 } from "../../cni/result-convert.js";
 import { parseResult } from "../../cni/result-read.js";
-import {
-  cidrContains,
-  cidrNetwork,
-  cidrsOverlap,
-  type ParsedCidr,
-  type ParsedIp,
-  parseCidr,
-} from "../../net/ip.js";
+import { cidrContains, cidrNetwork, cidrsOverlap, type ParsedIp, parseCidr } from "../../net/ip.js";
 import { listBridgeAddresses, removeBridgeAddresses } from "../../plumbing/bridge.js";
-import { rangeSetsOf } from "../builtin/host-local/ranges.js";
 import type { BridgeCache } from "../builtin/midonet/bridge-cache.js";
-import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
+import { type BridgeRange, bridgeRangesOf } from "../builtin/midonet/bridge-ranges.js";
 import type { AttachmentLocks } from "../chain/locks.js";
 import type { ResultCache } from "../chain/result-cache.js";
 import type { ConfigSource } from "../config/config-source.js";
 import type { PodNetworkObserver } from "../rpc/service.js";
-
-/** A range a kernel-datapath network serves on a bridge. */
-interface BridgeRange {
-  bridge: string;
-  /** Undefined: the network's IPAM is not host-local, so its ranges are unknown (any counts). */
-  subnet?: ParsedCidr;
-}
-
-/** The bridges and host-local ranges of the kernel-datapath `midonet` plugins of these networks. */
-function bridgeRangesOf(networks: Iterable<NetworkConfigList>): BridgeRange[] {
-  const out: BridgeRange[] = [];
-  for (const conf of kernelDatapathPlugins(networks)) {
-    if (conf.ipam.type !== "host-local") {
-      out.push({ bridge: conf.bridge });
-      continue;
-    }
-    try {
-      for (const set of rangeSetsOf(conf.ipam, { strict: false }))
-        for (const r of set) out.push({ bridge: conf.bridge, subnet: r.subnet });
-    } catch {
-      // A cached config the current code cannot read names no bridge it could prune.
-    }
-  }
-  return out;
-}
 
 /**
  * The addresses on `bridge` whose network no active range on that bridge

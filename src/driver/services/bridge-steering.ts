@@ -26,14 +26,12 @@
  * A bridge whose pod subnets the config does not tell (an IPAM other than
  * host-local) cannot be steered: it keeps kube-proxy's settings.
  */
-import { readFileSync } from "node:fs";
 import type pino from "pino";
-import { formatCidr } from "../../net/ip.js";
-import { nodeBridgeNetfilter, setBridgeForKubeProxy } from "../../plumbing/bridge.js";
+import { cidrNetwork, formatCidr } from "../../net/ip.js";
+import { linkMac, nodeBridgeNetfilter, setBridgeForKubeProxy } from "../../plumbing/bridge.js";
 import { bridgeMac } from "../../plumbing/mac.js";
 import { applyNftScript, NftError } from "../../plumbing/nftables.js";
-import { rangeSetsOf } from "../builtin/host-local/ranges.js";
-import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
+import { bridgeRangesOf } from "../builtin/midonet/bridge-ranges.js";
 import type { DriverConfig } from "../config/network-config.js";
 import { readServicesMode } from "./settings.js";
 
@@ -65,19 +63,11 @@ export function bridgesOf(
 ): { steered: SteeredBridge[]; unsteered: string[] } {
   const subnets = new Map<string, Set<string>>();
   const unsteered = new Set<string>();
-  for (const conf of kernelDatapathPlugins(cfg.networks.values())) {
-    const known = subnets.get(conf.bridge) ?? new Set<string>();
-    subnets.set(conf.bridge, known);
-    if (conf.ipam.type !== "host-local") {
-      unsteered.add(conf.bridge);
-      continue;
-    }
-    try {
-      for (const set of rangeSetsOf(conf.ipam, { strict: false }))
-        for (const r of set) known.add(formatCidr(r.subnet));
-    } catch {
-      unsteered.add(conf.bridge);
-    }
+  for (const r of bridgeRangesOf(cfg.networks.values())) {
+    const known = subnets.get(r.bridge) ?? new Set<string>();
+    subnets.set(r.bridge, known);
+    if (r.subnet) known.add(formatCidr(cidrNetwork(r.subnet)));
+    else unsteered.add(r.bridge);
   }
   const steered: SteeredBridge[] = [];
   for (const [bridge, set] of subnets) {
@@ -130,13 +120,7 @@ const kernelSteering: SteeringDatapath = {
   setBridge: setBridgeForKubeProxy,
   nodeBridgeNetfilter,
   // A bridge made by an earlier version may carry another MAC than the one we give new ones.
-  bridgeMac: (bridge) => {
-    try {
-      return readFileSync(`/sys/class/net/${bridge}/address`, "utf8").trim();
-    } catch {
-      return bridgeMac(bridge);
-    }
-  },
+  bridgeMac: (bridge) => linkMac(bridge) ?? bridgeMac(bridge),
 };
 
 /**
