@@ -52,6 +52,9 @@ const PEER_NET = "172.20";
 const peerCidr = (i: number) => `10.${128 + Math.floor(i / 256)}.${i % 256}.0/24`;
 const peerAddress = (i: number) => `${PEER_NET}.${1 + Math.floor(i / 250)}.${2 + (i % 250)}`;
 const ROUTE_PROTOCOL = 157;
+/** The reference's pods: 10.77.1.0/24 on plain-a, 10.77.2.0/24 on plain-b. */
+const PLAIN_PODS = "10.77";
+const PLAIN_MODE = "plain (no driver)";
 const RESYNC_SECONDS = 10;
 
 function ensureIperf3(): string {
@@ -127,21 +130,31 @@ interface Throughput {
 
 const median = (xs: number[]) => percentile(xs, 50);
 
-async function measureThroughput(
-  iperf3: string,
-  mode: string,
-  a: ClusterMember,
-  b: ClusterMember,
-  /** Pod `podIndex` on each node; b's at `podBAddress`. */
-  podIndex: number,
-  podBAddress: string,
-): Promise<Throughput> {
-  const [podA, podB] = [a.h.netnsName(podIndex), b.h.netnsName(podIndex)];
+/** Two nodes and a pod on each, as throughput is measured between them. */
+interface PodPair {
+  nodeA: string;
+  nodeB: TestNode;
+  podA: string;
+  podB: string;
+  podBAddress: string;
+}
+
+function memberPods(a: ClusterMember, b: ClusterMember, podIndex: number, podBAddress: string) {
+  return {
+    nodeA: a.node.netns,
+    nodeB: b.node,
+    podA: a.h.netnsName(podIndex),
+    podB: b.h.netnsName(podIndex),
+    podBAddress,
+  };
+}
+
+async function measureThroughput(iperf3: string, mode: string, p: PodPair): Promise<Throughput> {
   const t: Throughput = { mode, node: [], pod: [] };
   for (let r = 0; r < ROUNDS; r++) {
     // Alternating order, so drift hits both sides alike.
-    const node = () => iperf(iperf3, a.node.netns, b.node.netns, b.node.address);
-    const pod = () => iperf(iperf3, podA, podB, podBAddress);
+    const node = () => iperf(iperf3, p.nodeA, p.nodeB.netns, p.nodeB.address);
+    const pod = () => iperf(iperf3, p.podA, p.podB, p.podBAddress);
     if (r % 2 === 0) {
       t.node.push(await node());
       t.pod.push(await pod());
@@ -151,6 +164,63 @@ async function measureThroughput(
     }
   }
   return t;
+}
+
+/**
+ * The reference: the same shape with no driver. Two more nodes on the underlay,
+ * each with a plain bridge, one pod on it by a veth pair, forwarding on and a
+ * static route to the other node's pods; no nftables, hence no conntrack. Its
+ * pod-to-pod over its node-to-node is what a bridged, routed pod network can get
+ * on this machine (the extra veth pairs and the bridge); the driver's pods over
+ * its pods are the driver's own cost (its nftables hooks, conntrack).
+ */
+function plainPair(ul: ClusterUnderlay): PodPair {
+  const run = (ns: string, ...args: string[]) => {
+    const r = inNs(ns, args);
+    if (r.status !== 0) throw new Error(`${args.join(" ")} in ${ns}: ${r.stderr.trim()}`);
+  };
+  const nodes = [ul.addNode("plain-a", 13), ul.addNode("plain-b", 14)] as const;
+  const pods = nodes.map((n, i) => {
+    const pod = `${n.netns}-pod`;
+    const [gateway, address] = [`${PLAIN_PODS}.${i + 1}.1`, `${PLAIN_PODS}.${i + 1}.2`];
+    createNetns(pod);
+    run(n.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1");
+    run(n.netns, "ip", "link", "add", "plainbr", "type", "bridge");
+    run(n.netns, "ip", "addr", "add", `${gateway}/24`, "dev", "plainbr");
+    run(n.netns, "ip", "link", "set", "plainbr", "up");
+    run(
+      n.netns,
+      "ip",
+      "link",
+      "add",
+      "veth-pod",
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0",
+      "netns",
+      pod,
+    );
+    run(n.netns, "ip", "link", "set", "veth-pod", "master", "plainbr", "up");
+    run(pod, "ip", "link", "set", "lo", "up");
+    run(pod, "ip", "addr", "add", `${address}/24`, "dev", "eth0");
+    run(pod, "ip", "link", "set", "eth0", "up");
+    run(pod, "ip", "route", "add", "default", "via", gateway);
+    return { pod, address };
+  });
+  for (const [i, n] of nodes.entries()) {
+    const other = nodes[1 - i] as TestNode;
+    run(n.netns, "ip", "route", "add", `${PLAIN_PODS}.${2 - i}.0/24`, "via", other.address);
+  }
+  const [podA, podB] = pods as [{ pod: string }, { pod: string; address: string }];
+  return {
+    nodeA: nodes[0].netns,
+    nodeB: nodes[1],
+    podA: podA.pod,
+    podB: podB.pod,
+    podBAddress: podB.address,
+  };
 }
 
 async function throughputPart(
@@ -179,8 +249,9 @@ async function throughputPart(
   await startMembers(members);
   await waitFor("host-gw routes", () => routeDev(a.node.netns, b.h.subnet) === "eth0");
   await waitFor("host-gw routes", () => routeDev(b.node.netns, a.h.subnet) === "eth0");
-  say("throughput: host-gw …");
-  const hostGw = await measureThroughput(iperf3, "host-gw", a, b, 1, b.pod);
+  say("throughput: host-gw, and the plain reference …");
+  const hostGw = await measureThroughput(iperf3, "host-gw", memberPods(a, b, 1, b.pod));
+  const plain = await measureThroughput(iperf3, PLAIN_MODE, plainPair(ul));
   // VXLAN: pods of MTU 1450 (1500 less the encapsulation), set up after the switch.
   const podB2: string[] = [];
   for (const m of [a, b]) {
@@ -198,9 +269,9 @@ async function throughputPart(
     podB2.push((res.result?.ips[0]?.address ?? "").split("/")[0] as string);
   }
   say("throughput: vxlan …");
-  const vxlan = await measureThroughput(iperf3, "vxlan", a, b, 2, podB2[1] as string);
+  const vxlan = await measureThroughput(iperf3, "vxlan", memberPods(a, b, 2, podB2[1] as string));
   for (const m of members) await m.h.stop();
-  return [hostGw, vxlan];
+  return [hostGw, vxlan, plain];
 }
 
 // ---------------------------------------------------------------------------
@@ -375,6 +446,14 @@ function report(tp: Throughput[], s: ScaleFigures): boolean {
   say(
     `${pass ? "PASS" : "FAIL"}: pod-to-pod with host-gw ${fmt(ratio, 2)}× node-to-node (target ≥ ${TARGET_RATIO}×)`,
   );
+  const plain = tp.find((t) => t.mode === PLAIN_MODE);
+  if (plain) {
+    const ceiling = median(plain.pod) / median(plain.node);
+    const own = median(hostGw.pod) / median(plain.pod);
+    say(
+      `  the same shape without the driver: pod-to-pod ${fmt(ceiling, 2)}× node-to-node (this machine's ceiling for a bridged, routed pod); the driver's host-gw pods ${fmt(own, 2)}× its pods (the driver's own cost)`,
+    );
+  }
   say();
   say(`${NODES} Nodes appearing at once, to their route in the node's table:`);
   say(

@@ -17,9 +17,15 @@
  * Everything it makes carries a random tag and is removed at the end, also on
  * failure or Ctrl-C.
  */
+import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type DriverHarness, REPO_ROOT, sleep } from "../test/support/driver-harness.js";
+import {
+  DRIVER_NODE_FLAGS,
+  type DriverHarness,
+  REPO_ROOT,
+  sleep,
+} from "../test/support/driver-harness.js";
 import {
   BenchRun,
   driverSide,
@@ -88,6 +94,28 @@ async function sample(
   const s = { point, rssBytes: rssBytes(pid), fds: openFds(pid), ...extra };
   process.stderr.write(`  ${point}: ${fmt(s.rssBytes / MiB)} MiB, ${s.fds} descriptors\n`);
   return s;
+}
+
+/**
+ * The reference, measured in the same run: the same Node binary with the driver's
+ * flags and nothing loaded, idle for the settle time. What the driver's figures
+ * are above it is the driver's own; the rest is the runtime's, and moves with the
+ * Node the image ships (45 MiB for Node 24 here, 40 for Node 20).
+ */
+async function bareNodeRss(): Promise<number> {
+  const child = spawn(
+    process.execPath,
+    [...DRIVER_NODE_FLAGS, "-e", "setInterval(() => {}, 1 << 30)"],
+    { stdio: "ignore" },
+  );
+  try {
+    await sleep(SETTLE_MS);
+    if (child.pid === undefined || child.exitCode !== null)
+      throw new Error("the bare Node of the reference did not start");
+    return rssBytes(child.pid);
+  } finally {
+    child.kill("SIGKILL");
+  }
 }
 
 /** 110 pods set up at once (concurrency 16), then, after `whileUp`, torn down. */
@@ -174,6 +202,8 @@ async function main(): Promise<number> {
         `just started; idle; ${PODS} pods up; ${cycleCount} ADD/DEL cycles at c=${CYCLE_CONCURRENCY}; ${ROUNDS} rounds of ${PODS} pods up and down; each figure ${SETTLE_MS / 1000} s after the work stops`,
         [`driver process: node ${process.version} running dist/src/driver/cli.js`],
       );
+      const bare = await bareNodeRss();
+      process.stderr.write(`  reference, bare Node: ${fmt(bare / MiB)} MiB\n`);
       const samples: Sample[] = [];
       const started = await sample(h, "just started");
       samples.push(started);
@@ -215,8 +245,17 @@ async function main(): Promise<number> {
       }
       bench.printStopped();
       printColumns(
-        ["point", "RSS MiB", "descriptors", "target"],
-        samples.map((x) => [x.point, fmt(x.rssBytes / MiB), String(x.fds), verdict(x)]),
+        ["point", "RSS MiB", "above bare Node", "descriptors", "target"],
+        samples.map((x) => [
+          x.point,
+          fmt(x.rssBytes / MiB),
+          `+${fmt((x.rssBytes - bare) / MiB)}`,
+          String(x.fds),
+          verdict(x),
+        ]),
+      );
+      say(
+        `reference: the same Node (${process.version}) with the driver's flags and nothing loaded: ${fmt(bare / MiB)} MiB`,
       );
       const rounds = samples.filter((x) => x.point.startsWith("after round"));
       if (rounds.length > 1) {

@@ -3,9 +3,10 @@
  * kubelet's probes and for Prometheus. Plain node:http; GET and HEAD only.
  */
 
-import http from "node:http";
+import type * as Http from "node:http";
 import net from "node:net";
 import { messageOf } from "./errors.js";
+import { http } from "./node-http.js";
 import { METRICS_CONTENT_TYPE } from "./prometheus.js";
 
 // Exported for its tests only (integration/health.test.ts).
@@ -52,7 +53,7 @@ function formatAddress(host: string, port: number): string {
 }
 
 function send(
-  res: http.ServerResponse,
+  res: Http.ServerResponse,
   status: number,
   body: string,
   contentType = "text/plain; charset=utf-8",
@@ -70,8 +71,8 @@ function send(
 
 async function handle(
   checks: HealthChecks,
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
+  req: Http.IncomingMessage,
+  res: Http.ServerResponse,
 ): Promise<void> {
   const path = (req.url ?? "/").split("?", 1)[0];
   const known = path === "/livez" || path === "/readyz" || path === "/metrics";

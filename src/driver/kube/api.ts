@@ -22,14 +22,15 @@
  * in memory, and each object is slimmed as its page arrives. Their cache keeps
  * each object's key and resourceVersion only.
  */
-import http from "node:http";
-import https from "node:https";
+import type * as Http from "node:http";
+import type * as Https from "node:https";
 import type { ApiException, KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import type pino from "pino";
 import type { BackoffPolicy } from "../../common/backoff.js";
 import { callDeadline } from "../../common/kube-call-deadline.js";
 import { describeKubeError, statusMessage } from "../../common/kube-errors.js";
 import type { ListAnswer, ListPage, ListWatchOptions } from "../../common/list-watch.js";
+import { http, https } from "../../common/node-http.js";
 import { DriverWatch, followCollection, followObject } from "./driver-watch.js";
 
 type ClientModule = typeof import("@kubernetes/client-node");
@@ -445,12 +446,12 @@ async function listJson(
     target.searchParams.set("limit", String(page.limit));
     if (page.continue) target.searchParams.set("continue", page.continue);
   }
-  const options: https.RequestOptions = { method: "GET", headers: { Accept: "application/json" } };
+  const options: Https.RequestOptions = { method: "GET", headers: { Accept: "application/json" } };
   await kc.applyToHTTPSOptions(options);
   const transport = target.protocol === "http:" ? http : https;
   const { status, headers, body } = await new Promise<{
     status: number;
-    headers: http.IncomingHttpHeaders;
+    headers: Http.IncomingHttpHeaders;
     body: string;
   }>((resolve, reject) => {
     const req = transport.request(

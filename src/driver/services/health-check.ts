@@ -6,11 +6,12 @@
  * "serviceProxyHealthy": true}`. A load balancer sends its traffic only to the
  * nodes that answer 200.
  */
-import http from "node:http";
+import type * as Http from "node:http";
 import type pino from "pino";
+import { http } from "../../common/node-http.js";
 
 interface Listener {
-  server: http.Server;
+  server: Http.Server;
   service: { namespace: string; name: string };
   localEndpoints: number;
 }
