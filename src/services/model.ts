@@ -6,12 +6,12 @@
  *
  * Read from the API objects: spec.type, clusterIPs, ports (name, protocol,
  * port, nodePort), externalIPs, status.loadBalancer.ingress[].ip,
- * sessionAffinity (+ its timeout), internal/externalTrafficPolicy and
- * healthCheckNodePort. A headless Service (clusterIP None) and an
+ * loadBalancerSourceRanges, sessionAffinity (+ its timeout),
+ * internal/externalTrafficPolicy and healthCheckNodePort. A headless Service (clusterIP None) and an
  * ExternalName one are not proxied, as kube-proxy does not proxy them.
  */
 import { isObject, type JsonObject } from "../common/json.js";
-import { ipFamily } from "../net/ip.js";
+import { cidrNetwork, formatCidr, ipFamily, parseCidr } from "../net/ip.js";
 import {
   categorizeEndpoints,
   type ServiceEndpoint,
@@ -40,6 +40,11 @@ export interface ServiceSpec {
   ports: ServicePortSpec[];
   externalIps: string[];
   loadBalancerIps: string[];
+  /**
+   * spec.loadBalancerSourceRanges, as networks ("10.0.0.0/8"); those that do not
+   * parse are left out, as kube-proxy leaves them.
+   */
+  sourceRanges: string[];
   /** Seconds a client sticks to its endpoint; undefined: no affinity. */
   affinitySeconds?: number;
   internalLocal: boolean;
@@ -59,6 +64,13 @@ export interface PortPlan {
   nodePort?: number;
   /** externalIPs and load-balancer ingress IPs of this family. */
   externalIps: string[];
+  /** The load-balancer ingress IPs among them. */
+  loadBalancerIps: string[];
+  /**
+   * The sources the load-balancer IPs let in, of this family; empty: every
+   * source (node ports and externalIPs never filter, as in kube-proxy).
+   */
+  sourceRanges: string[];
   /** The endpoints traffic from inside the cluster goes to (internalTrafficPolicy decides). */
   internal: ServiceEndpoint[];
   /** The endpoints traffic from outside goes to (externalTrafficPolicy decides). */
@@ -77,6 +89,12 @@ const PROTOCOLS: Record<string, ServiceProtocol> = { TCP: "tcp", UDP: "udp", SCT
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 const objs = (v: unknown): JsonObject[] => (Array.isArray(v) ? v.filter(isObject) : []);
 const family = (ip: string): 4 | 6 | undefined => (ip.includes("/") ? undefined : ipFamily(ip));
+
+/** A source range as a network, spaces trimmed; undefined when it does not parse. */
+function sourceRange(v: unknown): string | undefined {
+  const cidr = typeof v === "string" ? parseCidr(v.trim()) : undefined;
+  return cidr ? formatCidr(cidrNetwork(cidr)) : undefined;
+}
 
 /** The proxy's view of a Service object; undefined for those kube-proxy does not proxy. */
 export function serviceFromApi(o: unknown): ServiceSpec | undefined {
@@ -129,6 +147,10 @@ export function serviceFromApi(o: unknown): ServiceSpec | undefined {
               .map((i) => i.ip),
           )
         : [],
+    sourceRanges: (Array.isArray(spec.loadBalancerSourceRanges)
+      ? spec.loadBalancerSourceRanges
+      : []
+    ).flatMap((r) => sourceRange(r) ?? []),
     ...(affinity
       ? { affinitySeconds: typeof timeout === "number" ? timeout : DEFAULT_AFFINITY_SECONDS }
       : {}),
@@ -161,6 +183,7 @@ export function slimService(o: unknown): JsonObject {
     "internalTrafficPolicy",
     "externalTrafficPolicy",
     "healthCheckNodePort",
+    "loadBalancerSourceRanges",
   ]);
   spec.ports = objs(isObject(obj.spec) ? obj.spec.ports : undefined).map((p) =>
     pick(p, ["name", "protocol", "port", "nodePort"]),
@@ -215,9 +238,9 @@ export function planService(
   const id = `${svc.namespace}/${svc.name}`;
   for (const port of svc.ports) {
     for (const fam of families) {
-      const externalIps = [...svc.externalIps, ...svc.loadBalancerIps].filter(
-        (ip) => family(ip) === fam,
-      );
+      const ofFamily = (ips: string[]) => ips.filter((ip) => family(ip) === fam);
+      const loadBalancerIps = ofFamily(svc.loadBalancerIps);
+      const externalIps = [...ofFamily(svc.externalIps), ...loadBalancerIps];
       const policy: TrafficPolicy = {
         internalLocal: svc.internalLocal,
         externalLocal: svc.externalLocal,
@@ -236,6 +259,8 @@ export function planService(
         clusterIps: svc.clusterIps.filter((ip) => family(ip) === fam),
         ...(port.nodePort ? { nodePort: port.nodePort } : {}),
         externalIps,
+        loadBalancerIps,
+        sourceRanges: svc.sourceRanges.filter((r) => ipFamily(r) === fam),
         internal,
         external: policy.externallyAccessible ? external : [],
         internalLocal: svc.internalLocal,

@@ -285,6 +285,41 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     }
   });
 
+  it("loadBalancerSourceRanges: a load balancer's IP lets in the sources within them and drops the rest; its node port lets in all", async () => {
+    const vip = "203.0.113.20";
+    const c = members[2] as ClusterMember;
+    const ranges = (r: string[]) =>
+      service(
+        "lbsr",
+        "10.96.1.16",
+        {
+          type: "LoadBalancer",
+          loadBalancerSourceRanges: r,
+          ports: [{ name: "web", protocol: "TCP", port: 80, targetPort: "web", nodePort: 30084 }],
+        },
+        { loadBalancer: { ingress: [{ ip: vip }] } },
+      );
+    ranges([`${OUTSIDE_ADDRESS}/32`]);
+    slice("lbsr", [{ ip: b().pod, node: "node-b" }]);
+    // The outside and node-c reach the load balancer's address through node-a.
+    inNs(ul.outside, ["ip", "route", "replace", `${vip}/32`, "via", a().node.address]);
+    inNs(c.node.netns, ["ip", "route", "replace", `${vip}/32`, "via", a().node.address]);
+    try {
+      await eventually(() => tcp(ul.outside, vip, 80).startsWith("b1"), "the load balancer IP");
+      expect(tcp(c.node.netns, vip, 80), "node-c, outside the ranges").to.equal("TIMEOUT");
+      expect(tcp(a().h.netnsName(1), vip, 80), "a pod of node-a, outside them").to.equal("TIMEOUT");
+      expect(tcp(c.node.netns, a().node.address, 30084), "node-c to the node port").to.match(
+        /^b1 /,
+      );
+      ranges([`${OUTSIDE_ADDRESS}/32`, `${c.node.address}/32`]);
+      await eventually(() => tcp(c.node.netns, vip, 80).startsWith("b1"), "node-c let in");
+      expect(tcp(ul.outside, vip, 80)).to.match(/^b1 /);
+    } finally {
+      inNs(ul.outside, ["ip", "route", "del", `${vip}/32`]);
+      inNs(c.node.netns, ["ip", "route", "del", `${vip}/32`]);
+    }
+  });
+
   it("session affinity: a client sticks to one endpoint, and the memory of it expires after the timeout", async () => {
     service("sticky", "10.96.1.13", {
       sessionAffinity: "ClientIP",

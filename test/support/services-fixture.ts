@@ -19,6 +19,8 @@ import {
 
 export const NODE = "node-a";
 export const POD_CIDRS = { 4: ["10.0.1.0/24"], 6: ["fd00:10:1::/64"] };
+/** node-a's own IPs (its Node's InternalIPs). */
+export const NODE_IPS = { 4: "192.168.0.2", 6: "fd00:192::2" };
 
 export type State = "ready" | "serving-terminating" | "terminating" | "unready";
 export type Ep = [ip: string, node: string, state?: State];
@@ -29,6 +31,8 @@ export interface SvcOpts {
   ports: Array<{ name: string; port: number; protocol?: string; nodePort?: number }>;
   externalIPs?: string[];
   lb?: string[];
+  /** spec.loadBalancerSourceRanges. */
+  sourceRanges?: string[];
   etp?: "Local";
   itp?: "Local";
   affinity?: number;
@@ -43,6 +47,7 @@ export function service(name: string, o: SvcOpts): Record<string, unknown> {
       clusterIPs: o.ips,
       ports: o.ports.map((p) => ({ protocol: "TCP", ...p, targetPort: p.name })),
       ...(o.externalIPs ? { externalIPs: o.externalIPs } : {}),
+      ...(o.sourceRanges ? { loadBalancerSourceRanges: o.sourceRanges } : {}),
       ...(o.etp ? { externalTrafficPolicy: o.etp } : {}),
       ...(o.itp ? { internalTrafficPolicy: o.itp } : {}),
       ...(o.affinity
@@ -124,6 +129,23 @@ export const SERVICES: Record<string, SvcOpts> = {
     ports: http(30150),
     itp: "Local",
   },
+  // A range written loosely (spaces, host bits) and one that does not parse (left out).
+  "lb-ranges": {
+    type: "LoadBalancer",
+    ips: ["172.30.0.160"],
+    ports: http(30160),
+    lb: ["198.51.100.30"],
+    sourceRanges: [" 203.0.113.5/24 ", "not-a-cidr"],
+    externalIPs: ["198.51.100.32"],
+  },
+  // A range holding the node's IP: the load-balancer IP is let in as a source too.
+  "lb-ranges-node": {
+    type: "LoadBalancer",
+    ips: ["172.30.0.161"],
+    ports: http(),
+    lb: ["198.51.100.31"],
+    sourceRanges: ["192.168.0.0/24"],
+  },
   protocols: {
     ips: ["172.30.0.130"],
     ports: [
@@ -154,6 +176,8 @@ export const SLICES: ApiSlice[] = [
   slice("sticky", [["10.0.1.110", "node-a"], ["10.0.2.110", "node-b"]]),
   slice("dual", [["10.0.1.120", "node-a"], ["10.0.2.120", "node-b"]]),
   slice("itp-local-np-cluster", [["10.0.2.150", "node-b"]]),
+  slice("lb-ranges", [["10.0.1.160", "node-a"], ["10.0.2.160", "node-b"]]),
+  slice("lb-ranges-node", [["10.0.2.161", "node-b"]]),
   slice("dual", [["fd00:10:1::120", "node-a"], ["fd00:10:2::120", "node-b"]]),
   slice("protocols", [["10.0.2.130", "node-b"]], [["sctp", 5000, "SCTP"], ["dns", 5353, "UDP"], ["dns-tcp", 5354]]),
 ];
@@ -181,7 +205,9 @@ export function render(services: Record<string, SvcOpts>, slices: readonly ApiSl
       NODE,
     );
   });
-  const blocks = new Map(plans.map((p) => [p.key, planBlock(p, { podCidrs: POD_CIDRS })]));
+  const blocks = new Map(
+    plans.map((p) => [p.key, planBlock(p, { podCidrs: POD_CIDRS, nodeIps: NODE_IPS })]),
+  );
   const hairpin = hairpinElements(plans, NODE);
   return { plans, blocks, hairpin, script: fullScript(blocks.values(), hairpin) };
 }

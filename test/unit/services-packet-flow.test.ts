@@ -46,6 +46,8 @@ const OUTSIDE6 = "2001:db8::7";
 const POD_A = "10.0.1.200";
 const POD_A6 = "fd00:10:1::200";
 const POD_B = "10.0.2.200";
+/** Off the cluster and outside every loadBalancerSourceRanges of the fixture. */
+const FAR = "192.0.2.9";
 
 /** The table (`inet <shard>`) holding a Service's chains, in a render. */
 function tableOf(r: Rendered, svc: string): string {
@@ -130,6 +132,16 @@ const ROWS: Row[] = [
   { name: "UDP port", src: POD_A, dst: "172.30.0.130", proto: "udp", port: 53, expect: "10.0.2.130:5353" },
   { name: "TCP port of the same number", src: POD_A, dst: "172.30.0.130", port: 53, expect: "10.0.2.130:5354" },
   { name: "TCP to the SCTP port: no match", src: POD_A, dst: "172.30.0.130", port: 5000, expect: "NONE" },
+  { name: "loadBalancerSourceRanges: a source within them reaches the endpoints, masqueraded", src: OUTSIDE, dst: "198.51.100.30", port: 80, expect: "10.0.1.160:8080, 10.0.2.160:8080", masq: true },
+  { name: "loadBalancerSourceRanges: a source outside them is dropped", src: FAR, dst: "198.51.100.30", port: 80, expect: "DROP" },
+  { name: "loadBalancerSourceRanges: a pod of this node outside them is dropped too, as kube-proxy drops it", src: POD_A, dst: "198.51.100.30", port: 80, expect: "DROP" },
+  { name: "loadBalancerSourceRanges: its node port lets every source in", src: FAR, dst: NODE_IP, port: 30160, expect: "10.0.1.160:8080, 10.0.2.160:8080", masq: true },
+  { name: "loadBalancerSourceRanges: its externalIP lets every source in", src: FAR, dst: "198.51.100.32", port: 80, expect: "10.0.1.160:8080, 10.0.2.160:8080", masq: true },
+  { name: "loadBalancerSourceRanges: its ClusterIP lets every pod in", src: POD_A, dst: "172.30.0.160", port: 80, expect: "10.0.1.160:8080, 10.0.2.160:8080" },
+  { name: "loadBalancerSourceRanges holding the node's IP: the load-balancer IP itself as a source (a VIP looping back) is let in", src: "198.51.100.31", dst: "198.51.100.31", port: 80, expect: "10.0.2.161:8080", masq: true },
+  { name: "loadBalancerSourceRanges holding the node's IP: another node of the range is let in", src: "192.168.0.3", dst: "198.51.100.31", port: 80, expect: "10.0.2.161:8080", masq: true },
+  { name: "loadBalancerSourceRanges holding the node's IP: a source outside is dropped", src: OUTSIDE, dst: "198.51.100.31", port: 80, expect: "DROP" },
+  { name: "loadBalancerSourceRanges not holding the node's IP: the load-balancer IP as a source is dropped", src: "198.51.100.30", dst: "198.51.100.30", port: 80, expect: "DROP" },
 ];
 
 const input = (r: Packet): TraceInput => ({

@@ -20,8 +20,31 @@ import {
   readVersionedFile,
   writeVersionedFile,
 } from "../../common/file-format.js";
+import { canonicalIp } from "../../net/ip.js";
 import type { PodCidrs } from "../config/pod-cidr.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "./api.js";
+
+interface NodeAddress {
+  type?: unknown;
+  address?: unknown;
+}
+
+/** A Node's addresses (status.addresses): InternalIP before ExternalIP, each family's first. */
+export function nodeIpsOf(node: KubeObjectView | undefined): { ipv4?: string; ipv6?: string } {
+  const status = (node?.status ?? {}) as { addresses?: unknown };
+  const list = Array.isArray(status.addresses) ? (status.addresses as NodeAddress[]) : [];
+  const out: { ipv4?: string; ipv6?: string } = {};
+  for (const type of ["InternalIP", "ExternalIP"]) {
+    for (const a of list) {
+      if (a.type !== type || typeof a.address !== "string") continue;
+      const ip = canonicalIp(a.address);
+      if (!ip) continue;
+      if (ip.includes(":")) out.ipv6 ??= ip;
+      else out.ipv4 ??= ip;
+    }
+  }
+  return out;
+}
 
 /** The pod CIDRs a Node object carries: the first IPv4 and the first IPv6 entry. */
 export function podCidrsOfNode(node: KubeObjectView | undefined): PodCidrs {
@@ -51,6 +74,8 @@ export interface NodePodCidrsOptions {
   stateDir?: string;
   /** How long a start waits for the Node before taking up the kept CIDRs (default 5 s). */
   rememberedGraceMs?: number;
+  /** Called when the Node's own IPs (nodeIps) change. */
+  onNodeIps?: () => void;
 }
 
 const REMEMBERED_FILE = "node-pod-cidrs.json";
@@ -97,6 +122,7 @@ async function writeRemembered(stateDir: string, nodeName: string, c: PodCidrs):
  */
 export class NodePodCidrs {
   private cidrs: PodCidrs = {};
+  private ips: { ipv4?: string; ipv6?: string } = {};
   private watch: ObjectWatch | undefined;
   private nodeSeen: boolean | undefined;
   private apiError: string | undefined;
@@ -142,6 +168,11 @@ export class NodePodCidrs {
   /** The CIDRs known now. */
   current(): PodCidrs {
     return { ...this.cidrs };
+  }
+
+  /** The Node's own IPs as last seen (nodeIpsOf); empty before the Node is. */
+  nodeIps(): { ipv4?: string; ipv6?: string } {
+    return { ...this.ips };
   }
 
   /** Why the driver is not ready on account of the Node; undefined once it has a pod CIDR. */
@@ -200,6 +231,11 @@ export class NodePodCidrs {
     if (!node) {
       this.log.warn("the Node does not exist (keeping the pod CIDRs known so far)");
       return;
+    }
+    const ips = nodeIpsOf(node);
+    if (ips.ipv4 !== this.ips.ipv4 || ips.ipv6 !== this.ips.ipv6) {
+      this.ips = ips;
+      this.o.onNodeIps?.();
     }
     const next = podCidrsOfNode(node);
     if (!hasAny(next)) return;

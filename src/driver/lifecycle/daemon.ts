@@ -192,6 +192,7 @@ class Driver implements RunningDriver {
       api: this.kube?.api.catch(() => undefined),
       nodeName: this.kubeSettings?.nodeName,
       localPodCidrs: () => this.config.podCidrsNow(),
+      localNodeIps: () => this.kube?.node?.nodeIps() ?? {},
       metrics: this.metrics,
     });
     const cache = new ResultCache(opts.cacheDir);
@@ -255,6 +256,7 @@ class Driver implements RunningDriver {
       logger: this.logger,
       setPodCidrs: (c): Promise<void> => this.config.setPodCidrs(c),
       reloadConfig: (): Promise<void> => this.config.reload(),
+      nodeIpsChanged: () => this.services.nodeChanged(),
       metrics: this.metrics,
     });
   }
@@ -309,6 +311,7 @@ class Driver implements RunningDriver {
     });
     this.config.on("reload", (cfg) => void this.steering.apply(cfg));
     this.config.on("reload", (cfg) => {
+      this.services.nodeChanged();
       this.services
         .apply(cfg)
         .catch((err: unknown) =>

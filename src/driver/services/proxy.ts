@@ -54,6 +54,8 @@ export interface ServiceProxyOptions {
   nodeName?: string;
   /** This node's pod CIDRs (their traffic to node ports is never masqueraded). */
   localPodCidrs?: () => { v4?: string; v6?: string };
+  /** This node's own IPs (its Node's InternalIP first): what a load balancer's source ranges are checked against. */
+  localNodeIps?: () => { ipv4?: string; ipv6?: string };
   datapath?: ServicesDatapath;
   metrics?: ServiceProxyMetrics;
 }
@@ -250,9 +252,21 @@ export class ServiceProxy {
     });
   }
 
+  /**
+   * This node's pod CIDRs or IPs may have changed (a config reload, the Node): the
+   * next sync compares what the rules were written for and rewrites them if so.
+   */
+  nodeChanged(): void {
+    if (this.active && JSON.stringify(this.node()) !== this.writtenFor) this.schedule();
+  }
+
   private node(): NodeView {
     const c = this.o.localPodCidrs?.() ?? {};
-    return { podCidrs: { 4: c.v4 ? [c.v4] : [], 6: c.v6 ? [c.v6] : [] } };
+    const ips = this.o.localNodeIps?.() ?? {};
+    return {
+      podCidrs: { 4: c.v4 ? [c.v4] : [], 6: c.v6 ? [c.v6] : [] },
+      nodeIps: { ...(ips.ipv4 ? { 4: ips.ipv4 } : {}), ...(ips.ipv6 ? { 6: ips.ipv6 } : {}) },
+    };
   }
 
   private plan(key: string): Planned | undefined {

@@ -15,6 +15,9 @@
  * - `ext-` chains (node ports, externalIPs, load-balancer IPs): the node and
  *   its own pods go to the `svc-` chain; other clients are masqueraded under
  *   Cluster policy, kept under Local policy (local endpoints only, else drop).
+ * - `fw-` chains: a load-balancer IP of a Service with loadBalancerSourceRanges
+ *   leads there first; a source outside the ranges is dropped, as kube-proxy's
+ *   firewall chain drops it (node ports and externalIPs are not filtered).
  * - Masquerade only where a reply would miss the node otherwise: off-node
  *   clients of external frontends with Cluster policy (the mark), and a pod
  *   reaching itself (the `hairpin` set of local endpoints, address . address).
@@ -65,6 +68,12 @@ export interface Block {
 export interface NodeView {
   /** This node's pod CIDRs: their traffic to external frontends is never masqueraded. */
   podCidrs: { 4: string[]; 6: string[] };
+  /**
+   * This node's IP of each family (its Node's InternalIP first): where a source
+   * range holds it, the load-balancer IPs are let in as sources too, as kube-proxy
+   * lets in a VIP-like load balancer's traffic looping back from the node.
+   */
+  nodeIps?: { 4?: string; 6?: string };
 }
 
 /** Where a frontend goes when its port has no usable endpoint anywhere. */
@@ -158,10 +167,11 @@ export function planBlock(plan: PortPlan, node: NodeView): Block {
   };
   const six = plan.family === 6 ? "6" : "";
   const proto = plan.protocol;
-  const external = [
+  const external: Array<{ map: string; key: string; ip?: string }> = [
     ...plan.externalIps.map((ip) => ({
       map: `service-ips${six}`,
       key: `${ip} . ${proto} . ${plan.port}`,
+      ip,
     })),
     ...(plan.nodePort
       ? [{ map: `service-nodeports${six}`, key: `${proto} . ${plan.nodePort}` }]
@@ -216,8 +226,40 @@ export function planBlock(plan: PortPlan, node: NodeView): Block {
     rules = [...shortCircuit, ...chooseRules(plan, plan.external, b)];
   }
   b.chains.set(ext, rules);
-  for (const f of external) addElement(b.elements, f.map, f.key, `goto ${ext}`);
+  const fw = firewall(plan, node, ext);
+  for (const f of external) {
+    const filtered = fw && f.ip !== undefined && fw.ips.has(f.ip);
+    addElement(b.elements, f.map, f.key, `goto ${filtered ? fw.chain : ext}`);
+  }
+  if (fw) b.chains.set(fw.chain, fw.rules);
   return b;
+}
+
+/**
+ * The `fw-` chain of a plan whose load-balancer IPs filter by source: each range
+ * (and, where a range holds this node's IP, the load-balancer IPs themselves)
+ * goes on to `ext`, anything else is dropped. Undefined when nothing filters.
+ */
+function firewall(
+  plan: PortPlan,
+  node: NodeView,
+  ext: string,
+): { chain: string; ips: Set<string>; rules: string[] } | undefined {
+  if (plan.loadBalancerIps.length === 0 || plan.sourceRanges.length === 0) return undefined;
+  const saddr = `${ipKw(plan.family)} saddr`;
+  const nodeIp = parseIp(node.nodeIps?.[plan.family] ?? "");
+  const fromNode =
+    nodeIp !== undefined &&
+    plan.sourceRanges.some((r) => {
+      const c = parseCidr(r);
+      return c !== undefined && cidrContains(c, nodeIp);
+    });
+  const sources = [...plan.sourceRanges, ...(fromNode ? plan.loadBalancerIps : [])];
+  return {
+    chain: `fw-${hash(plan.key)}`,
+    ips: new Set(plan.loadBalancerIps),
+    rules: [...sources.map((src) => `${saddr} ${src} goto ${ext}`), "drop"],
+  };
 }
 
 const vmap = (name: string, key: string) => `  map ${name} {\n    type ${key} : verdict\n  }`;
