@@ -157,7 +157,7 @@ function driverPlan(services: readonly unknown[], slices: readonly unknown[]) {
   const [plans, blocks]: [PortPlan[], Block[]] = [[], []];
   services.forEach((o, i) => {
     const spec = serviceFromApi(o);
-    for (const p of spec ? planService(spec, [slices[i] as SliceView], NODE) : []) {
+    for (const p of spec ? planService(spec, [slices[i] as SliceView], { name: NODE }) : []) {
       plans.push(p);
       blocks.push(planBlock(p, node));
     }

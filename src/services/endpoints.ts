@@ -17,8 +17,13 @@
  *   one whose endpoints are all on other nodes under Local policy is dropped
  *   on this node, as kube-proxy does.
  *
- * Topology hints (trafficDistribution, zone hints) are not applied: every
- * node sees the same Cluster endpoints.
+ * - topology (trafficDistribution PreferSameZone / PreferSameNode, the
+ *   topology-mode annotation): the EndpointSlice controller writes hints, and
+ *   Cluster endpoints are narrowed to those hinted for this node when every
+ *   ready endpoint has a node hint and one names this node, else to those
+ *   hinted for this node's zone when every ready endpoint has a zone hint and
+ *   one names the zone; otherwise hints play no part (topologyModeFromHints,
+ *   with the PreferSameTrafficDistribution gate on, its default since 1.34).
  *
  * Pure and free of the Kubernetes object shapes: the caller hands over each
  * endpoint with its address, resolved port and conditions (`slicePortEndpoints`
@@ -34,6 +39,17 @@ export interface ServiceEndpoint {
   ready: boolean;
   serving: boolean;
   terminating: boolean;
+  /** hints.forZones: the zones that should use this endpoint. */
+  zoneHints?: readonly string[];
+  /** hints.forNodes: the nodes that should use this endpoint. */
+  nodeHints?: readonly string[];
+}
+
+/** Where this node is, for topology hints. */
+export interface NodeTopology {
+  name: string;
+  /** Its Node's topology.kubernetes.io/zone label; undefined without. */
+  zone?: string;
 }
 
 /** What of a Service decides the endpoints its port uses. */
@@ -65,18 +81,46 @@ const usesLocalEndpoints = (p: TrafficPolicy): boolean =>
 
 const servingTerminating = (ep: ServiceEndpoint) => ep.serving && ep.terminating;
 
-/** A Service port's endpoints, split as kube-proxy splits them for the node `nodeName`. */
+type TopologyMode = "" | "PreferSameNode" | "PreferSameZone";
+
+/** Which hints narrow the Cluster endpoints on this node, if any (kube-proxy's topologyModeFromHints). */
+function topologyMode(endpoints: readonly ServiceEndpoint[], node: NodeTopology): TopologyMode {
+  let allNodeHints = true;
+  let forNode = false;
+  let allZoneHints = true;
+  let forZone = false;
+  for (const ep of endpoints) {
+    if (!ep.ready) continue;
+    if (!ep.nodeHints?.length) allNodeHints = false;
+    else if (ep.nodeHints.includes(node.name)) forNode = true;
+    if (!ep.zoneHints?.length) allZoneHints = false;
+    else if (node.zone !== undefined && ep.zoneHints.includes(node.zone)) forZone = true;
+  }
+  if (allNodeHints && forNode) return "PreferSameNode";
+  if (allZoneHints && forZone) return "PreferSameZone";
+  return "";
+}
+
+function availableForTopology(ep: ServiceEndpoint, mode: TopologyMode, node: NodeTopology) {
+  if (mode === "PreferSameNode") return ep.nodeHints?.includes(node.name) ?? false;
+  if (mode === "PreferSameZone") return ep.zoneHints?.includes(node.zone ?? "") ?? false;
+  return true;
+}
+
+/** A Service port's endpoints, split as kube-proxy splits them for the node `node`. */
 export function categorizeEndpoints(
   endpoints: readonly ServiceEndpoint[],
   policy: TrafficPolicy,
-  nodeName: string,
+  node: NodeTopology,
 ): CategorizedEndpoints {
   if (endpoints.length === 0) return { allReachable: [], hasAny: false };
-  const isLocal = (ep: ServiceEndpoint) => ep.nodeName === nodeName;
+  const isLocal = (ep: ServiceEndpoint) => ep.nodeName === node.name;
   let cluster: ServiceEndpoint[] | undefined;
   let hasAny = false;
+  let mode: TopologyMode = "";
   if (usesClusterEndpoints(policy)) {
-    cluster = endpoints.filter((ep) => ep.ready);
+    mode = topologyMode(endpoints, node);
+    cluster = endpoints.filter((ep) => ep.ready && availableForTopology(ep, mode, node));
     // No ready endpoint anywhere: the serving ones that are terminating.
     if (cluster.length === 0) cluster = endpoints.filter(servingTerminating);
     hasAny = cluster.length > 0;
@@ -97,8 +141,9 @@ export function categorizeEndpoints(
       ? endpoints.filter((ep) => isLocal(ep) && servingTerminating(ep))
       : [];
   if (!cluster) return { local, allReachable: local, hasAny };
-  // Cluster holds every ready endpoint: a superset of ready local ones.
-  if (localReady || local.length === 0) return { cluster, local, allReachable: cluster, hasAny };
+  // Without topology, Cluster holds every ready endpoint: a superset of ready local ones.
+  if (mode === "" && (localReady || local.length === 0))
+    return { cluster, local, allReachable: cluster, hasAny };
   const all = new Map<string, ServiceEndpoint>();
   for (const ep of [...cluster, ...local]) all.set(endpointKey(ep), ep);
   return { cluster, local, allReachable: [...all.values()], hasAny };
@@ -119,6 +164,10 @@ export interface SliceView {
       terminating?: boolean | null;
     } | null;
     nodeName?: string | null;
+    hints?: {
+      forZones?: ReadonlyArray<{ name?: string | null }> | null;
+      forNodes?: ReadonlyArray<{ name?: string | null }> | null;
+    } | null;
   }> | null;
   ports?: ReadonlyArray<{
     name?: string | null;
@@ -151,6 +200,8 @@ export function slicePortEndpoints(
     if (typeof port !== "number" || port < 1 || port > 65535) continue;
     for (const ep of slice.endpoints ?? []) {
       const ready = ep.conditions?.ready ?? true;
+      const zoneHints = hintNames(ep.hints?.forZones);
+      const nodeHints = hintNames(ep.hints?.forNodes);
       const e: ServiceEndpoint = {
         ip: ep.addresses[0] ?? "",
         port,
@@ -158,6 +209,8 @@ export function slicePortEndpoints(
         ready,
         serving: ep.conditions?.serving ?? ready,
         terminating: ep.conditions?.terminating ?? false,
+        ...(zoneHints.length > 0 ? { zoneHints } : {}),
+        ...(nodeHints.length > 0 ? { nodeHints } : {}),
       };
       // Only the first address counts: the API allows one per endpoint today.
       if (e.ip && !out.has(endpointKey(e))) out.set(endpointKey(e), e);
@@ -165,3 +218,6 @@ export function slicePortEndpoints(
   }
   return [...out.values()];
 }
+
+const hintNames = (list: ReadonlyArray<{ name?: string | null }> | null | undefined): string[] =>
+  (list ?? []).flatMap((h) => (typeof h.name === "string" && h.name !== "" ? [h.name] : []));

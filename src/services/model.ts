@@ -14,6 +14,7 @@ import { isObject, type JsonObject } from "../common/json.js";
 import { cidrNetwork, formatCidr, ipFamily, parseCidr } from "../net/ip.js";
 import {
   categorizeEndpoints,
+  type NodeTopology,
   type ServiceEndpoint,
   type SliceView,
   slicePortEndpoints,
@@ -212,7 +213,7 @@ export function slimSlice(o: unknown): JsonObject {
     endpoints: objs(obj.endpoints).map((e) => ({
       // The first address only: the only one the API allows today, and the only one proxied.
       addresses: Array.isArray(e.addresses) ? e.addresses.slice(0, 1) : [],
-      ...pick(e, ["conditions", "nodeName"]),
+      ...pick(e, ["conditions", "nodeName", "hints"]),
     })),
     ports: objs(obj.ports).map((p) => pick(p, ["name", "protocol", "port"])),
   };
@@ -227,11 +228,11 @@ export function sliceService(o: unknown): { namespace: string; name: string } | 
   return name && namespace ? { namespace, name } : undefined;
 }
 
-/** Every port of a Service, in every family it has a cluster IP of, planned for node `nodeName`. */
+/** Every port of a Service, in every family it has a cluster IP of, planned for node `node`. */
 export function planService(
   svc: ServiceSpec,
   slices: readonly SliceView[],
-  nodeName: string,
+  node: NodeTopology,
 ): PortPlan[] {
   const plans: PortPlan[] = [];
   const families = [...new Set(svc.clusterIps.map(family))] as Array<4 | 6>;
@@ -247,7 +248,7 @@ export function planService(
         externallyAccessible: port.nodePort !== undefined || externalIps.length > 0,
       };
       const eps = slicePortEndpoints(slices, port.name, port.protocol.toUpperCase(), fam);
-      const cat = categorizeEndpoints(eps, policy, nodeName);
+      const cat = categorizeEndpoints(eps, policy, node);
       const internal = (svc.internalLocal ? cat.local : cat.cluster) ?? [];
       const external = policy.externalLocal ? (cat.local ?? []) : (cat.cluster ?? []);
       plans.push({

@@ -202,7 +202,7 @@ export function render(services: Record<string, SvcOpts>, slices: readonly ApiSl
     return planService(
       spec,
       slices.filter((s) => sliceService(s)?.name === name),
-      NODE,
+      { name: NODE },
     );
   });
   const blocks = new Map(

@@ -7,6 +7,7 @@
 import { expect } from "chai";
 import {
   categorizeEndpoints,
+  type NodeTopology,
   type ServiceEndpoint,
   type SliceView,
   slicePortEndpoints,
@@ -14,6 +15,14 @@ import {
 } from "../../src/services/endpoints.js";
 
 const NODE = "node-1";
+/** node-1 in zone-a (its topology.kubernetes.io/zone label). */
+const HERE: NodeTopology = { name: NODE, zone: "zone-a" };
+/** Hints as the EndpointSlice controller writes them (trafficDistribution, the topology annotation). */
+const hinted = (e: ServiceEndpoint, zones: string[], nodes: string[] = []): ServiceEndpoint => ({
+  ...e,
+  ...(zones.length > 0 ? { zoneHints: zones } : {}),
+  ...(nodes.length > 0 ? { nodeHints: nodes } : {}),
+});
 const ep = (
   ip: string,
   nodeName: string,
@@ -47,6 +56,8 @@ interface Case {
   local: string[] | undefined;
   all: string[];
   hasAny: boolean;
+  /** This node, when not HERE. */
+  node?: NodeTopology;
 }
 
 const CASES: Case[] = [
@@ -148,12 +159,132 @@ const CASES: Case[] = [
     all: ["10.0.0.1", "10.0.0.2"],
     hasAny: true,
   },
+  {
+    name: "zone hints on every ready endpoint, some for this zone: Cluster is those",
+    policy: CLUSTER,
+    endpoints: [
+      hinted(ep("10.0.0.1", "node-2"), ["zone-a"]),
+      hinted(ep("10.0.0.2", "node-3"), ["zone-b"]),
+      hinted(ep("10.0.0.3", "node-4"), ["zone-a", "zone-c"]),
+    ],
+    cluster: ["10.0.0.1", "10.0.0.3"],
+    local: undefined,
+    all: ["10.0.0.1", "10.0.0.3"],
+    hasAny: true,
+  },
+  {
+    name: "zone hints, one ready endpoint without: hints ignored",
+    policy: CLUSTER,
+    endpoints: [hinted(ep("10.0.0.1", "node-2"), ["zone-a"]), ep("10.0.0.2", "node-3")],
+    cluster: ["10.0.0.1", "10.0.0.2"],
+    local: undefined,
+    all: ["10.0.0.1", "10.0.0.2"],
+    hasAny: true,
+  },
+  {
+    name: "zone hints, an unready endpoint without: it does not count",
+    policy: CLUSTER,
+    endpoints: [
+      hinted(ep("10.0.0.1", "node-2"), ["zone-a"]),
+      hinted(ep("10.0.0.2", "node-3"), ["zone-b"]),
+      ep("10.0.0.3", "node-3", "unready"),
+    ],
+    cluster: ["10.0.0.1"],
+    local: undefined,
+    all: ["10.0.0.1"],
+    hasAny: true,
+  },
+  {
+    name: "zone hints, none for this zone: hints ignored",
+    policy: CLUSTER,
+    endpoints: [
+      hinted(ep("10.0.0.1", "node-2"), ["zone-b"]),
+      hinted(ep("10.0.0.2", "node-3"), ["zone-c"]),
+    ],
+    cluster: ["10.0.0.1", "10.0.0.2"],
+    local: undefined,
+    all: ["10.0.0.1", "10.0.0.2"],
+    hasAny: true,
+  },
+  {
+    name: "zone hints, this node without a zone label: hints ignored",
+    policy: CLUSTER,
+    node: { name: NODE },
+    endpoints: [
+      hinted(ep("10.0.0.1", "node-2"), ["zone-a"]),
+      hinted(ep("10.0.0.2", "node-3"), ["zone-b"]),
+    ],
+    cluster: ["10.0.0.1", "10.0.0.2"],
+    local: undefined,
+    all: ["10.0.0.1", "10.0.0.2"],
+    hasAny: true,
+  },
+  {
+    name: "node hints on every ready endpoint, one for this node (PreferSameNode): Cluster is it, before zone hints",
+    policy: CLUSTER,
+    endpoints: [
+      hinted(ep("10.0.0.1", NODE), ["zone-a"], [NODE]),
+      hinted(ep("10.0.0.2", "node-2"), ["zone-a"], ["node-2"]),
+    ],
+    cluster: ["10.0.0.1"],
+    local: undefined,
+    all: ["10.0.0.1"],
+    hasAny: true,
+  },
+  {
+    name: "node hints, none for this node: the zone hints decide",
+    policy: CLUSTER,
+    endpoints: [
+      hinted(ep("10.0.0.1", "node-2"), ["zone-a"], ["node-2"]),
+      hinted(ep("10.0.0.2", "node-3"), ["zone-b"], ["node-3"]),
+    ],
+    cluster: ["10.0.0.1"],
+    local: undefined,
+    all: ["10.0.0.1"],
+    hasAny: true,
+  },
+  {
+    name: "zone hints under internalTrafficPolicy Local: they play no part",
+    policy: INTERNAL_LOCAL,
+    endpoints: [
+      hinted(ep("10.0.0.1", NODE), ["zone-b"]),
+      hinted(ep("10.0.0.2", "node-2"), ["zone-a"]),
+    ],
+    cluster: undefined,
+    local: ["10.0.0.1"],
+    all: ["10.0.0.1"],
+    hasAny: true,
+  },
+  {
+    name: "zone hints with externalTrafficPolicy Local: Cluster narrowed, Local this node's, all reachable joins the two",
+    policy: EXTERNAL_LOCAL,
+    endpoints: [
+      hinted(ep("10.0.0.1", NODE), ["zone-b"]),
+      hinted(ep("10.0.0.2", "node-2"), ["zone-a"]),
+    ],
+    cluster: ["10.0.0.2"],
+    local: ["10.0.0.1"],
+    all: ["10.0.0.1", "10.0.0.2"],
+    hasAny: true,
+  },
+  {
+    name: "zone hints, no ready endpoint: the serving terminating ones, hints aside",
+    policy: CLUSTER,
+    endpoints: [
+      hinted(ep("10.0.0.1", "node-2", "serving-terminating"), ["zone-b"]),
+      hinted(ep("10.0.0.2", "node-3", "serving-terminating"), ["zone-a"]),
+    ],
+    cluster: ["10.0.0.1", "10.0.0.2"],
+    local: undefined,
+    all: ["10.0.0.1", "10.0.0.2"],
+    hasAny: true,
+  },
 ];
 
 describe("services/endpoints: which endpoints a node uses (kube-proxy's CategorizeEndpoints)", () => {
   for (const c of CASES) {
     it(c.name, () => {
-      const got = categorizeEndpoints(c.endpoints, c.policy, NODE);
+      const got = categorizeEndpoints(c.endpoints, c.policy, c.node ?? HERE);
       expect({
         cluster: ips(got.cluster),
         local: ips(got.local),
@@ -164,7 +295,7 @@ describe("services/endpoints: which endpoints a node uses (kube-proxy's Categori
   }
 
   it("no endpoint at all: nothing, and none anywhere", () => {
-    expect(categorizeEndpoints([], CLUSTER, NODE)).to.deep.equal({
+    expect(categorizeEndpoints([], CLUSTER, HERE)).to.deep.equal({
       allReachable: [],
       hasAny: false,
     });

@@ -31,14 +31,23 @@ const inShard = (command: string, chain: string) =>
 
 const config = driverConfig;
 
-/** A KubeApi whose collections the test feeds; a collection is listed when the test says so. */
+/**
+ * A KubeApi whose collections the test feeds; a collection is listed when the test
+ * says so. Objects pass through the watch's transform, as the real API passes them.
+ */
 class FakeApi {
   readonly handlers = new Map<FollowedCollection, ResourceEventHandlers>();
+  private readonly transforms = new Map<FollowedCollection, (o: unknown) => KubeObjectView>();
   stopped: FollowedCollection[] = [];
   readonly server = "fake";
 
-  watchEach(resource: FollowedCollection, handlers: ResourceEventHandlers) {
+  watchEach(
+    resource: FollowedCollection,
+    handlers: ResourceEventHandlers,
+    transform?: (o: unknown) => KubeObjectView,
+  ) {
     this.handlers.set(resource, handlers);
+    if (transform) this.transforms.set(resource, transform);
     return {
       synced: false,
       lastError: undefined,
@@ -52,17 +61,20 @@ class FakeApi {
     if (!h) throw new Error(`no watch of ${resource}`);
     return h;
   }
+  private view(resource: FollowedCollection, o: unknown): KubeObjectView {
+    return this.transforms.get(resource)?.(o) ?? (o as KubeObjectView);
+  }
   /** Delivers objects and the first list of a collection. */
   list(resource: FollowedCollection, objs: unknown[]) {
     const h = this.h(resource);
-    for (const o of objs) h.upsert(o as KubeObjectView);
+    for (const o of objs) h.upsert(this.view(resource, o));
     h.onSynced?.();
   }
   upsert(resource: FollowedCollection, o: unknown) {
-    this.h(resource).upsert(o as KubeObjectView);
+    this.h(resource).upsert(this.view(resource, o));
   }
   remove(resource: FollowedCollection, o: unknown) {
-    this.h(resource).remove(o as KubeObjectView);
+    this.h(resource).remove(this.view(resource, o));
   }
 }
 
@@ -800,6 +812,80 @@ describe("service proxy", () => {
       (cluster.spec as Record<string, unknown>).externalTrafficPolicy = "Cluster";
       api.upsert("services", cluster);
       await until(async () => (await healthz(port)) === undefined, "the port closed", 2_000, 10);
+    });
+  });
+
+  describe("what of its own Node the proxy reads: IPs and zone", () => {
+    let facts: { ipv4?: string; zone?: string };
+    const startWith = async (f: { ipv4?: string; zone?: string }) => {
+      facts = f;
+      proxy = new ServiceProxy({
+        logger,
+        api: Promise.resolve(api as unknown as KubeApi),
+        nodeName: NODE,
+        localNode: () => facts,
+        datapath: dp,
+      });
+      await proxy.apply(config({ services: "driver" }));
+    };
+    /** Endpoints [ip, node, zone hint], as the EndpointSlice controller writes them for PreferSameZone. */
+    const zonal = (eps: Array<[string, string, string]>) => {
+      const o = slice(
+        "default",
+        "web",
+        eps.map(([ip, node]) => [ip, node]),
+      );
+      o.endpoints.forEach((e, i) => {
+        Object.assign(e, { hints: { forZones: [{ name: eps[i]?.[2] }] } });
+      });
+      return o;
+    };
+
+    it("loadBalancerSourceRanges reach the script through the watch: a fw- chain in front of the load balancer's IP", async () => {
+      await startWith({ ipv4: "192.168.0.2" });
+      const lb = service("default", "web", { ip: "10.96.0.10" });
+      Object.assign(lb.spec, {
+        type: "LoadBalancer",
+        loadBalancerSourceRanges: [" 203.0.113.9/24"],
+      });
+      Object.assign(lb, { status: { loadBalancer: { ingress: [{ ip: "198.51.100.5" }] } } });
+      api.list("services", [lb]);
+      api.list("endpointslices", [slice("default", "web", [["10.244.2.5", "node-b"]])]);
+      await scripts(1);
+      const fw = /198\.51\.100\.5 \. tcp \. 80 : goto (fw-[0-9a-f]+)/.exec(dp.last)?.[1];
+      expect(fw, "the load balancer IP's element").to.be.a("string");
+      expect(dp.last).to.match(
+        new RegExp(`add rule inet \\S+ ${fw} ip saddr 203\\.0\\.113\\.0/24 goto ext-`),
+      );
+      expect(dp.last).to.match(new RegExp(`add rule inet \\S+ ${fw} drop`));
+    });
+
+    it("topology hints reach the script through the watch: this zone's endpoints only, and a new zone rewrites", async () => {
+      await startWith({ zone: "zone-a" });
+      api.list("services", [service("default", "web", { ip: "10.96.0.10" })]);
+      api.list("endpointslices", [
+        zonal([
+          ["10.244.1.5", "node-a", "zone-a"],
+          ["10.244.2.5", "node-b", "zone-b"],
+        ]),
+      ]);
+      await scripts(1);
+      expect(dp.last).to.include("dnat ip to 10.244.1.5:8080");
+      expect(dp.last).not.to.include("10.244.2.5");
+      facts = { zone: "zone-b" };
+      proxy.nodeChanged();
+      await scripts(2);
+      expect(dp.last).to.include("dnat ip to 10.244.2.5:8080");
+      expect(dp.last).not.to.include("dnat ip to 10.244.1.5:8080");
+    });
+
+    it("a node change that changes nothing the rules depend on writes nothing", async () => {
+      await startWith({ zone: "zone-a" });
+      api.list("services", [service("default", "web", { ip: "10.96.0.10" })]);
+      api.list("endpointslices", [slice("default", "web", [["10.244.1.5", NODE]])]);
+      await scripts(1);
+      proxy.nodeChanged();
+      await scripts(1);
     });
   });
 });

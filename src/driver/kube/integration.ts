@@ -108,8 +108,8 @@ export interface KubeIntegrationDeps {
   setPodCidrs: (c: PodCidrs) => Promise<void>;
   /** The ConfigSource's reload. */
   reloadConfig: () => Promise<void>;
-  /** The Node's own IPs changed (NodePodCidrs.nodeIps). */
-  nodeIpsChanged?: () => void;
+  /** The Node's own IPs or zone changed (NodePodCidrs.nodeFacts). */
+  nodeFactsChanged?: () => void;
   /** Counts the outcomes of annotation patches and Events (the driver's metrics). */
   metrics?: PodAnnotationMetrics & PodEventMetrics;
 }
@@ -172,7 +172,7 @@ export class KubeIntegration {
       this.node = new NodePodCidrs({
         nodeName: settings.nodeName,
         apply: deps.setPodCidrs,
-        ...(deps.nodeIpsChanged ? { onNodeIps: deps.nodeIpsChanged } : {}),
+        ...(deps.nodeFactsChanged ? { onNodeFacts: deps.nodeFactsChanged } : {}),
         logger: deps.logger,
         stateDir: settings.stateDir,
       });

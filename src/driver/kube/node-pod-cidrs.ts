@@ -24,6 +24,16 @@ import { canonicalIp } from "../../net/ip.js";
 import type { PodCidrs } from "../config/pod-cidr.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "./api.js";
 
+/** The Node label naming its zone, which topology hints refer to. */
+const ZONE_LABEL = "topology.kubernetes.io/zone";
+
+/** What of its own Node the Services need: its IPs (InternalIP first) and its zone. */
+export interface NodeFacts {
+  ipv4?: string;
+  ipv6?: string;
+  zone?: string;
+}
+
 interface NodeAddress {
   type?: unknown;
   address?: unknown;
@@ -74,8 +84,8 @@ export interface NodePodCidrsOptions {
   stateDir?: string;
   /** How long a start waits for the Node before taking up the kept CIDRs (default 5 s). */
   rememberedGraceMs?: number;
-  /** Called when the Node's own IPs (nodeIps) change. */
-  onNodeIps?: () => void;
+  /** Called when the Node's own IPs or zone (nodeFacts) change. */
+  onNodeFacts?: () => void;
 }
 
 const REMEMBERED_FILE = "node-pod-cidrs.json";
@@ -122,7 +132,7 @@ async function writeRemembered(stateDir: string, nodeName: string, c: PodCidrs):
  */
 export class NodePodCidrs {
   private cidrs: PodCidrs = {};
-  private ips: { ipv4?: string; ipv6?: string } = {};
+  private facts: NodeFacts = {};
   private watch: ObjectWatch | undefined;
   private nodeSeen: boolean | undefined;
   private apiError: string | undefined;
@@ -170,9 +180,9 @@ export class NodePodCidrs {
     return { ...this.cidrs };
   }
 
-  /** The Node's own IPs as last seen (nodeIpsOf); empty before the Node is. */
-  nodeIps(): { ipv4?: string; ipv6?: string } {
-    return { ...this.ips };
+  /** The Node's own IPs (nodeIpsOf) and zone as last seen; empty before the Node is. */
+  nodeFacts(): NodeFacts {
+    return { ...this.facts };
   }
 
   /** Why the driver is not ready on account of the Node; undefined once it has a pod CIDR. */
@@ -232,10 +242,14 @@ export class NodePodCidrs {
       this.log.warn("the Node does not exist (keeping the pod CIDRs known so far)");
       return;
     }
-    const ips = nodeIpsOf(node);
-    if (ips.ipv4 !== this.ips.ipv4 || ips.ipv6 !== this.ips.ipv6) {
-      this.ips = ips;
-      this.o.onNodeIps?.();
+    const zone = (node.metadata as { labels?: Record<string, unknown> }).labels?.[ZONE_LABEL];
+    const facts: NodeFacts = {
+      ...nodeIpsOf(node),
+      ...(typeof zone === "string" && zone !== "" ? { zone } : {}),
+    };
+    if (JSON.stringify(facts) !== JSON.stringify(this.facts)) {
+      this.facts = facts;
+      this.o.onNodeFacts?.();
     }
     const next = podCidrsOfNode(node);
     if (!hasAny(next)) return;

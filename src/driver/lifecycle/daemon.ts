@@ -192,7 +192,7 @@ class Driver implements RunningDriver {
       api: this.kube?.api.catch(() => undefined),
       nodeName: this.kubeSettings?.nodeName,
       localPodCidrs: () => this.config.podCidrsNow(),
-      localNodeIps: () => this.kube?.node?.nodeIps() ?? {},
+      localNode: () => this.kube?.node?.nodeFacts() ?? {},
       metrics: this.metrics,
     });
     const cache = new ResultCache(opts.cacheDir);
@@ -256,7 +256,7 @@ class Driver implements RunningDriver {
       logger: this.logger,
       setPodCidrs: (c): Promise<void> => this.config.setPodCidrs(c),
       reloadConfig: (): Promise<void> => this.config.reload(),
-      nodeIpsChanged: () => this.services.nodeChanged(),
+      nodeFactsChanged: () => this.services.nodeChanged(),
       metrics: this.metrics,
     });
   }

@@ -34,6 +34,7 @@ import {
 import { kernelDatapathPlugins } from "../builtin/midonet/config.js";
 import type { DriverConfig } from "../config/network-config.js";
 import type { KubeApi, KubeObjectView, ObjectWatch } from "../kube/api.js";
+import type { NodeFacts } from "../kube/node-pod-cidrs.js";
 import { FrontendClaims } from "./frontend-claims.js";
 import { HairpinRefs } from "./hairpin-refs.js";
 import { HealthCheckPorts } from "./health-check.js";
@@ -54,8 +55,11 @@ export interface ServiceProxyOptions {
   nodeName?: string;
   /** This node's pod CIDRs (their traffic to node ports is never masqueraded). */
   localPodCidrs?: () => { v4?: string; v6?: string };
-  /** This node's own IPs (its Node's InternalIP first): what a load balancer's source ranges are checked against. */
-  localNodeIps?: () => { ipv4?: string; ipv6?: string };
+  /**
+   * This node's own IPs (its Node's InternalIP first), what a load balancer's source
+   * ranges are checked against, and its zone, which topology hints name.
+   */
+  localNode?: () => NodeFacts;
   datapath?: ServicesDatapath;
   metrics?: ServiceProxyMetrics;
 }
@@ -262,22 +266,22 @@ export class ServiceProxy {
 
   private node(): NodeView {
     const c = this.o.localPodCidrs?.() ?? {};
-    const ips = this.o.localNodeIps?.() ?? {};
+    const n = this.o.localNode?.() ?? {};
     return {
       podCidrs: { 4: c.v4 ? [c.v4] : [], 6: c.v6 ? [c.v6] : [] },
-      nodeIps: { ...(ips.ipv4 ? { 4: ips.ipv4 } : {}), ...(ips.ipv6 ? { 6: ips.ipv6 } : {}) },
+      nodeIps: { ...(n.ipv4 ? { 4: n.ipv4 } : {}), ...(n.ipv6 ? { 6: n.ipv6 } : {}) },
+      ...(n.zone ? { zone: n.zone } : {}),
     };
   }
 
   private plan(key: string): Planned | undefined {
     const svc = this.services.get(key);
     if (!svc) return undefined;
-    const plans = planService(
-      svc,
-      [...(this.slices.get(key)?.values() ?? [])],
-      this.o.nodeName ?? "",
-    );
     const node = this.node();
+    const plans = planService(svc, [...(this.slices.get(key)?.values() ?? [])], {
+      name: this.o.nodeName ?? "",
+      ...(node.zone ? { zone: node.zone } : {}),
+    });
     return { plans, blocks: new Map(plans.map((p) => [p.key, planBlock(p, node)])) };
   }
 

@@ -74,6 +74,11 @@ export interface NodeView {
    * lets in a VIP-like load balancer's traffic looping back from the node.
    */
   nodeIps?: { 4?: string; 6?: string };
+  /**
+   * This node's zone (its topology.kubernetes.io/zone label): the plans' endpoints
+   * depend on it through topology hints, the blocks only through the plans.
+   */
+  zone?: string;
 }
 
 /** Where a frontend goes when its port has no usable endpoint anywhere. */

@@ -88,7 +88,7 @@ function portTargets(
 ): Target[] {
   const eps = slicePortEndpoints(slices, portName, protocol, 4);
   const targets = new Map<string, Target>();
-  for (const ep of categorizeEndpoints(eps, CLUSTER_POLICY, "").cluster ?? []) {
+  for (const ep of categorizeEndpoints(eps, CLUSTER_POLICY, { name: "" }).cluster ?? []) {
     const parsed = parseIp(ep.ip);
     if (parsed?.family !== 4) continue;
     const ip = formatIp(parsed);
