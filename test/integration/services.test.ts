@@ -320,6 +320,54 @@ describe("Services without kube-proxy: the driver's nftables, real packets acros
     }
   });
 
+  it("topology hints: a node's pods reach the endpoints hinted for its zone; a new zone label moves them", async () => {
+    const zoned = (zone: string | undefined) =>
+      server.put("nodes", {
+        metadata: {
+          name: "node-a",
+          ...(zone ? { labels: { "topology.kubernetes.io/zone": zone } } : {}),
+        },
+        spec: { podCIDR: a().h.subnet, podCIDRs: [a().h.subnet] },
+        status: { addresses: [{ type: "InternalIP", address: a().node.address }] },
+      });
+    service("zonal", "10.96.1.17");
+    // As the EndpointSlice controller writes them for trafficDistribution: PreferSameZone.
+    server.put("endpointslices", {
+      apiVersion: "discovery.k8s.io/v1",
+      kind: "EndpointSlice",
+      metadata: {
+        namespace: NS,
+        name: "zonal-1",
+        labels: { "kubernetes.io/service-name": "zonal" },
+      },
+      addressType: "IPv4",
+      endpoints: [
+        { ip: a2, node: "node-a", zone: "zone-a" },
+        { ip: b().pod, node: "node-b", zone: "zone-b" },
+      ].map((e) => ({
+        addresses: [e.ip],
+        nodeName: e.node,
+        zone: e.zone,
+        conditions: { ready: true, serving: true, terminating: false },
+        hints: { forZones: [{ name: e.zone }] },
+      })),
+      ports: [{ name: "web", protocol: "TCP", port: TCP_PORT }],
+    });
+    const a1 = a().h.netnsName(1);
+    const answers = () =>
+      new Set(Array.from({ length: 6 }, () => tcp(a1, "10.96.1.17", 80).split(" ")[0]));
+    try {
+      zoned("zone-a");
+      await eventually(() => tcp(a1, "10.96.1.17", 80).startsWith("a2"), "the zonal Service");
+      expect([...answers()], "node-a in zone-a").to.deep.equal(["a2"]);
+      zoned("zone-b");
+      await eventually(() => tcp(a1, "10.96.1.17", 80).startsWith("b1"), "node-a moved to zone-b");
+      expect([...answers()], "node-a in zone-b").to.deep.equal(["b1"]);
+    } finally {
+      zoned(undefined);
+    }
+  });
+
   it("session affinity: a client sticks to one endpoint, and the memory of it expires after the timeout", async () => {
     service("sticky", "10.96.1.13", {
       sessionAffinity: "ClientIP",

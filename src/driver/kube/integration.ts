@@ -162,15 +162,15 @@ export class KubeIntegration {
     // Consumers see a failed connect as "no API"; the Node follower keeps the reason.
     const usable = this.api.catch(() => undefined);
 
-    if (settings.podCidrGiven) {
-      this.node = undefined;
+    if (settings.podCidrGiven)
       log.info("--pod-cidr given: it wins over the Node's spec.podCIDRs, which are not followed");
-    } else if (!settings.nodeName) {
+    if (!settings.nodeName) {
       this.node = undefined;
       log.warn("no --node-name (or NODE_NAME): the Node's pod CIDRs cannot be followed");
     } else {
       this.node = new NodePodCidrs({
         nodeName: settings.nodeName,
+        podCidrsGiven: settings.podCidrGiven,
         apply: deps.setPodCidrs,
         ...(deps.nodeFactsChanged ? { onNodeFacts: deps.nodeFactsChanged } : {}),
         logger: deps.logger,

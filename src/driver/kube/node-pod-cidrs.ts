@@ -5,7 +5,8 @@
  * Node registers; until then the driver cannot hand out addresses and says so
  * in its readiness ("node <name> has no pod CIDR yet").
  *
- * `--pod-cidr` wins when given: the Node is then not watched at all.
+ * `--pod-cidr` wins when given: the Node is then followed for its IPs and
+ * zone only (what the Services need of it), its pod CIDRs left alone.
  *
  * The CIDRs learned are kept under the state dir: a driver restarted while the
  * API is away takes them up after a grace period (the Node, when the API
@@ -84,6 +85,8 @@ export interface NodePodCidrsOptions {
   stateDir?: string;
   /** How long a start waits for the Node before taking up the kept CIDRs (default 5 s). */
   rememberedGraceMs?: number;
+  /** `--pod-cidr` was given: the Node's CIDRs are neither taken, kept nor waited for. */
+  podCidrsGiven?: boolean;
   /** Called when the Node's own IPs or zone (nodeFacts) change. */
   onNodeFacts?: () => void;
 }
@@ -146,7 +149,7 @@ export class NodePodCidrs {
 
   /** Starts the watch once the API is connected (or records why there is none). */
   follow(api: Promise<KubeApi | undefined>): void {
-    this.takeUpRememberedLater();
+    if (!this.o.podCidrsGiven) this.takeUpRememberedLater();
     api.then(
       (a) => {
         if (this.stopped) return;
@@ -187,7 +190,7 @@ export class NodePodCidrs {
 
   /** Why the driver is not ready on account of the Node; undefined once it has a pod CIDR. */
   notReadyReason(): string | undefined {
-    if (hasAny(this.cidrs)) return undefined;
+    if (this.o.podCidrsGiven || hasAny(this.cidrs)) return undefined;
     const base = `node ${this.o.nodeName} has no pod CIDR yet`;
     if (this.nodeSeen === false) return `${base} (the Node does not exist)`;
     if (this.apiError && !this.watch?.synced) return `${base} (${this.apiError})`;
@@ -239,7 +242,8 @@ export class NodePodCidrs {
   private onNode(node: KubeObjectView | undefined): void {
     this.nodeSeen = node !== undefined;
     if (!node) {
-      this.log.warn("the Node does not exist (keeping the pod CIDRs known so far)");
+      if (this.o.podCidrsGiven) this.log.debug("the Node does not exist");
+      else this.log.warn("the Node does not exist (keeping the pod CIDRs known so far)");
       return;
     }
     const zone = (node.metadata as { labels?: Record<string, unknown> }).labels?.[ZONE_LABEL];
@@ -251,6 +255,7 @@ export class NodePodCidrs {
       this.facts = facts;
       this.o.onNodeFacts?.();
     }
+    if (this.o.podCidrsGiven) return;
     const next = podCidrsOfNode(node);
     if (!hasAny(next)) return;
     if (this.rememberTimer) clearTimeout(this.rememberTimer);
