@@ -7,8 +7,9 @@
  * Read from the API objects: spec.type, clusterIPs, ports (name, protocol,
  * port, nodePort), externalIPs, status.loadBalancer.ingress[].ip,
  * loadBalancerSourceRanges, sessionAffinity (+ its timeout),
- * internal/externalTrafficPolicy and healthCheckNodePort. A headless Service (clusterIP None) and an
- * ExternalName one are not proxied, as kube-proxy does not proxy them.
+ * internal/externalTrafficPolicy and healthCheckNodePort; from EndpointSlices,
+ * also the endpoints' topology hints. A headless Service (clusterIP None) and
+ * an ExternalName one are not proxied, as kube-proxy does not proxy them.
  */
 import { isObject, type JsonObject } from "../common/json.js";
 import { cidrNetwork, formatCidr, ipFamily, parseCidr } from "../net/ip.js";
