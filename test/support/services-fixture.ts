@@ -138,6 +138,14 @@ export const SERVICES: Record<string, SvcOpts> = {
     sourceRanges: [" 203.0.113.5/24 ", "not-a-cidr"],
     externalIPs: ["198.51.100.32"],
   },
+  // Dual stack: each family's load-balancer IPs filter by that family's ranges.
+  "lb-ranges-dual": {
+    type: "LoadBalancer",
+    ips: ["172.30.0.162", "fd00:30::162"],
+    ports: http(),
+    lb: ["198.51.100.33", "2001:db8:5::33"],
+    sourceRanges: ["203.0.113.0/24", "2001:db8::/64"],
+  },
   // A range holding the node's IP: the load-balancer IP is let in as a source too.
   "lb-ranges-node": {
     type: "LoadBalancer",
@@ -178,6 +186,8 @@ export const SLICES: ApiSlice[] = [
   slice("itp-local-np-cluster", [["10.0.2.150", "node-b"]]),
   slice("lb-ranges", [["10.0.1.160", "node-a"], ["10.0.2.160", "node-b"]]),
   slice("lb-ranges-node", [["10.0.2.161", "node-b"]]),
+  slice("lb-ranges-dual", [["10.0.2.162", "node-b"]]),
+  slice("lb-ranges-dual", [["fd00:10:2::162", "node-b"]]),
   slice("dual", [["fd00:10:1::120", "node-a"], ["fd00:10:2::120", "node-b"]]),
   slice("protocols", [["10.0.2.130", "node-b"]], [["sctp", 5000, "SCTP"], ["dns", 5353, "UDP"], ["dns-tcp", 5354]]),
 ];

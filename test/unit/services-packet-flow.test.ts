@@ -142,6 +142,9 @@ const ROWS: Row[] = [
   { name: "loadBalancerSourceRanges holding the node's IP: another node of the range is let in", src: "192.168.0.3", dst: "198.51.100.31", port: 80, expect: "10.0.2.161:8080", masq: true },
   { name: "loadBalancerSourceRanges holding the node's IP: a source outside is dropped", src: OUTSIDE, dst: "198.51.100.31", port: 80, expect: "DROP" },
   { name: "loadBalancerSourceRanges not holding the node's IP: the load-balancer IP as a source is dropped", src: "198.51.100.30", dst: "198.51.100.30", port: 80, expect: "DROP" },
+  { name: "loadBalancerSourceRanges, dual stack: an IPv4 source within the IPv4 range", src: OUTSIDE, dst: "198.51.100.33", port: 80, expect: "10.0.2.162:8080", masq: true },
+  { name: "loadBalancerSourceRanges, dual stack: an IPv6 source within the IPv6 range", src: OUTSIDE6, dst: "2001:db8:5::33", port: 80, expect: "[fd00:10:2::162]:8080", masq: true },
+  { name: "loadBalancerSourceRanges, dual stack: an IPv6 source outside it", src: "2001:db8:1::7", dst: "2001:db8:5::33", port: 80, expect: "DROP" },
 ];
 
 const input = (r: Packet): TraceInput => ({
