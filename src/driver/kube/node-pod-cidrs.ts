@@ -246,7 +246,8 @@ export class NodePodCidrs {
       else this.log.warn("the Node does not exist (keeping the pod CIDRs known so far)");
       return;
     }
-    const zone = (node.metadata as { labels?: Record<string, unknown> }).labels?.[ZONE_LABEL];
+    const meta = node.metadata as { labels?: Record<string, unknown> } | undefined;
+    const zone = meta?.labels?.[ZONE_LABEL];
     const facts: NodeFacts = {
       ...nodeIpsOf(node),
       ...(typeof zone === "string" && zone !== "" ? { zone } : {}),
