@@ -21,9 +21,12 @@ export const NODE = "node-a";
 export const POD_CIDRS = { 4: ["10.0.1.0/24"], 6: ["fd00:10:1::/64"] };
 /** node-a's own IPs (its Node's InternalIPs). */
 export const NODE_IPS = { 4: "192.168.0.2", 6: "fd00:192::2" };
+/** node-a's zone (its topology.kubernetes.io/zone label). */
+export const NODE_ZONE = "zone-a";
 
 export type State = "ready" | "serving-terminating" | "terminating" | "unready";
-export type Ep = [ip: string, node: string, state?: State];
+/** An endpoint: its address, its node, its state, and the zones hinted for it (PreferSameZone). */
+export type Ep = [ip: string, node: string, state?: State, zones?: string[]];
 
 export interface SvcOpts {
   type?: "ClusterIP" | "NodePort" | "LoadBalancer";
@@ -81,9 +84,10 @@ export function slice(
     },
     addressType: ipv6 ? "IPv6" : "IPv4",
     ports: ports.map(([name, port, protocol = "TCP"]) => ({ name, port, protocol })),
-    endpoints: eps.map(([ip, nodeName, state = "ready"]) => ({
+    endpoints: eps.map(([ip, nodeName, state = "ready", zones]) => ({
       addresses: [ip],
       nodeName,
+      ...(zones ? { hints: { forZones: zones.map((name) => ({ name })) } } : {}),
       conditions: {
         ready: state === "ready",
         serving: state === "ready" || state === "serving-terminating",
@@ -154,6 +158,8 @@ export const SERVICES: Record<string, SvcOpts> = {
     lb: ["198.51.100.31"],
     sourceRanges: ["192.168.0.0/24"],
   },
+  // Hinted by the EndpointSlice controller for trafficDistribution: PreferSameZone.
+  zonal: { type: "NodePort", ips: ["172.30.0.170"], ports: http(30170) },
   protocols: {
     ips: ["172.30.0.130"],
     ports: [
@@ -186,6 +192,7 @@ export const SLICES: ApiSlice[] = [
   slice("itp-local-np-cluster", [["10.0.2.150", "node-b"]]),
   slice("lb-ranges", [["10.0.1.160", "node-a"], ["10.0.2.160", "node-b"]]),
   slice("lb-ranges-node", [["10.0.2.161", "node-b"]]),
+  slice("zonal", [["10.0.1.170", "node-a", "ready", ["zone-a"]], ["10.0.2.170", "node-b", "ready", ["zone-b"]], ["10.0.2.171", "node-b", "ready", ["zone-a"]]]),
   slice("lb-ranges-dual", [["10.0.2.162", "node-b"]]),
   slice("lb-ranges-dual", [["fd00:10:2::162", "node-b"]]),
   slice("dual", [["fd00:10:1::120", "node-a"], ["fd00:10:2::120", "node-b"]]),
@@ -212,7 +219,7 @@ export function render(services: Record<string, SvcOpts>, slices: readonly ApiSl
     return planService(
       spec,
       slices.filter((s) => sliceService(s)?.name === name),
-      { name: NODE },
+      { name: NODE, zone: NODE_ZONE },
     );
   });
   const blocks = new Map(

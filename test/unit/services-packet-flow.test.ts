@@ -145,6 +145,8 @@ const ROWS: Row[] = [
   { name: "loadBalancerSourceRanges, dual stack: an IPv4 source within the IPv4 range", src: OUTSIDE, dst: "198.51.100.33", port: 80, expect: "10.0.2.162:8080", masq: true },
   { name: "loadBalancerSourceRanges, dual stack: an IPv6 source within the IPv6 range", src: OUTSIDE6, dst: "2001:db8:5::33", port: 80, expect: "[fd00:10:2::162]:8080", masq: true },
   { name: "loadBalancerSourceRanges, dual stack: an IPv6 source outside it", src: "2001:db8:1::7", dst: "2001:db8:5::33", port: 80, expect: "DROP" },
+  { name: "topology hints (PreferSameZone): node-a's pod reaches the endpoints hinted for zone-a, on either node", src: POD_A, dst: "172.30.0.170", port: 80, expect: "10.0.1.170:8080, 10.0.2.171:8080" },
+  { name: "topology hints: through the node port from outside too (Cluster policy), masqueraded", src: OUTSIDE, dst: NODE_IP, port: 30170, expect: "10.0.1.170:8080, 10.0.2.171:8080", masq: true },
 ];
 
 const input = (r: Packet): TraceInput => ({
