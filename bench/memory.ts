@@ -100,7 +100,7 @@ async function sample(
  * The reference, measured in the same run: the same Node binary with the driver's
  * flags and nothing loaded, idle for the settle time. What the driver's figures
  * are above it is the driver's own; the rest is the runtime's, and moves with the
- * Node the image ships (45 MiB for Node 24 here, 40 for Node 20).
+ * Node the image ships.
  */
 async function bareNodeRss(): Promise<number> {
   const child = spawn(

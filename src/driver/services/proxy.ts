@@ -257,8 +257,8 @@ export class ServiceProxy {
   }
 
   /**
-   * This node's pod CIDRs or IPs may have changed (a config reload, the Node): the
-   * next sync compares what the rules were written for and rewrites them if so.
+   * This node's pod CIDRs, IPs or zone may have changed (a config reload, the Node):
+   * the next sync compares what the rules were written for and rewrites them if so.
    */
   nodeChanged(): void {
     if (this.active && JSON.stringify(this.node()) !== this.writtenFor) this.schedule();
@@ -291,7 +291,7 @@ export class ServiceProxy {
     const dirty = this.dirty;
     this.dirty = new Set();
     const node = this.node();
-    // Every block and hairpin element depends on the node's pod CIDRs: a change of them rewrites all.
+    // Every block depends on the node's pod CIDRs, IPs and zone: a change of any rewrites all.
     if (JSON.stringify(node) !== this.writtenFor) this.written = undefined;
     const first = this.written === undefined;
     const before = this.written ?? new Map();
